@@ -1,0 +1,31 @@
+# Everything runs from a project-local virtualenv, created on first use.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
+	touch $(STAMP)
+
+# The main job on the bundled defaults: what each example Job becomes, and why each denied one is denied.
+demo: $(STAMP)
+	@echo "== trainadmit check examples/  (policies/ = the bundled defaults)"
+	@$(BIN)/trainadmit check examples/; rc=$$?; echo "(exit code $$rc: 0 all admitted, 1 some denied, 2 unreadable)"; test $$rc -le 1
+	@echo
+	@echo "== what llama-pretrain.yaml becomes (trainadmit check -o yaml)"
+	@$(BIN)/trainadmit check examples/llama-pretrain.yaml -o yaml
+
+test: $(STAMP)
+	$(BIN)/ruff check webhook tests bench
+	$(BIN)/pytest -q
+
+bench: $(STAMP)
+	$(BIN)/python bench/engine.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

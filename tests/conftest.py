@@ -1,0 +1,139 @@
+"""Shared test helpers: the real fixtures, the real policies, the official 1.37 schemas."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from functools import cache
+from pathlib import Path
+
+import importlib_resources
+import jsonpatch
+import jsonschema
+import pytest
+import yaml
+from referencing import Registry, Resource
+
+from webhook.policy import load_policy_dir
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _find_shared() -> Path:
+    """shared/ (fixtures and references) sits beside the checkout; a clone elsewhere can name it."""
+    candidates = [os.environ.get("TRAINADMIT_SHARED"), ROOT.parent / "shared", "/work/shared"]
+    for candidate in candidates:
+        if candidate and (Path(candidate) / "fixtures").is_dir():
+            return Path(candidate)
+    raise RuntimeError("shared/fixtures not found: set TRAINADMIT_SHARED to the shared/ directory")
+
+
+SHARED = _find_shared()
+FIXTURES = SHARED / "fixtures"
+POLICIES = ROOT / "policies"
+EXAMPLES = ROOT / "examples"
+K8S_VERSION = "1.37.0"
+
+
+def pytest_report_header(config):
+    return f"fixtures: {FIXTURES} ({'found' if FIXTURES.is_dir() else 'MISSING'})"
+
+
+@pytest.fixture(scope="session")
+def policy():
+    return load_policy_dir(POLICIES)
+
+
+def load_yaml(path: Path) -> list[dict]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+
+
+def review(name: str) -> dict:
+    """A captured AdmissionReview body, exactly as the kube-apiserver sent it."""
+    return json.loads((FIXTURES / "admission-reviews" / name).read_text())["review"]
+
+
+def apply_patch(obj: dict, ops: list[dict]) -> dict:
+    """Apply an RFC 6902 patch strictly, on a JSON round-trip copy, as the apiserver does."""
+    doc = json.loads(json.dumps(obj))
+    return jsonpatch.JsonPatch(ops).apply(doc, in_place=False)
+
+
+def deep(obj):
+    return copy.deepcopy(obj)
+
+
+@cache
+def _validator(kind: str, api_version: str) -> jsonschema.Draft202012Validator:
+    base = importlib_resources.files("kubernetes_validate").joinpath(
+        f"kubernetes-json-schema/v{K8S_VERSION}-local-strict")
+    group_version = api_version.split("/")
+    if len(group_version) == 1:
+        suffix = group_version[0]
+    else:
+        suffix = f"{group_version[0].split('.')[0]}-{group_version[1]}"
+    schema = json.loads(base.joinpath(f"{kind.lower()}-{suffix}.json").read_text())
+    defs = json.loads(base.joinpath("_definitions.json").read_text())
+    registry = Resource.from_contents(schema) @ Registry()
+    registry = Resource.from_contents(defs) @ registry
+    return jsonschema.Draft202012Validator(schema, registry=registry)
+
+
+def schema_errors(obj: dict) -> list[str]:
+    """Every error of ``obj`` against the official Kubernetes 1.37 strict OpenAPI schema."""
+    validator = _validator(obj["kind"], obj["apiVersion"])
+    return sorted(f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(obj))
+
+
+def write_policy(directory: Path, platform: dict | None = None, extra: list[dict] | None = None) -> Path:
+    """Copy the bundled policies into ``directory`` with Platform.spec fields overridden."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for src in POLICIES.glob("*.yaml"):
+        docs = load_yaml(src)
+        for doc in docs:
+            if doc["kind"] == "Platform" and platform:
+                for key, value in platform.items():
+                    if isinstance(value, dict) and isinstance(doc["spec"].get(key), dict):
+                        doc["spec"][key] = {**doc["spec"][key], **value}
+                    else:
+                        doc["spec"][key] = value
+        (directory / src.name).write_text(yaml.safe_dump_all(docs, sort_keys=False))
+    if extra:
+        (directory / "extra.yaml").write_text(yaml.safe_dump_all(extra, sort_keys=False))
+    return directory
+
+
+BACKENDS = {
+    "native-job": {"gang": {"backend": "native", "nativeMode": "job-scheduling"}},
+    "native-podgroup": {"gang": {"backend": "native", "nativeMode": "pod-group"}},
+    "coscheduling": {"gang": {"backend": "coscheduling"}},
+    "volcano": {"gang": {"backend": "volcano", "queue": "training"}},
+    "kueue": {"gang": {"backend": "kueue", "queue": "team-queue"}},
+}
+
+
+@pytest.fixture(scope="session", params=sorted(BACKENDS))
+def backend_policy(request, tmp_path_factory):
+    directory = write_policy(tmp_path_factory.mktemp(request.param), BACKENDS[request.param])
+    return request.param, load_policy_dir(directory)
+
+
+def flatten(obj, prefix="") -> dict[str, object]:
+    """JSON-pointer -> scalar for every leaf (empty maps/lists count as leaves)."""
+    out: dict[str, object] = {}
+    if isinstance(obj, dict) and obj:
+        for k, v in obj.items():
+            out.update(flatten(v, f"{prefix}/{str(k).replace('~', '~0').replace('/', '~1')}"))
+    elif isinstance(obj, list) and obj:
+        for i, v in enumerate(obj):
+            out.update(flatten(v, f"{prefix}/{i}"))
+    else:
+        out[prefix] = obj
+    return out
+
+
+def injected_leaves(before: dict, after: dict) -> dict[str, object]:
+    """Leaves that the mutation added or changed (what trainadmit injected)."""
+    b, a = flatten(before), flatten(after)
+    return {k: v for k, v in a.items() if b.get(k, object()) != v and not (v == {} and k not in b)}

@@ -1,0 +1,87 @@
+"""`trainadmit check` as CI runs it: a real process, real files, exit codes 0 / 1 / 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import yaml
+from conftest import EXAMPLES, FIXTURES, POLICIES, ROOT, apply_patch, load_yaml
+from helpers import job
+
+
+def trainadmit(*args, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "webhook.cli", *args], input=stdin, capture_output=True,
+                          text=True, cwd=ROOT, timeout=120)
+
+
+def test_admitted_file_exits_0_and_denied_exits_1():
+    ok = trainadmit("check", str(EXAMPLES / "llama-pretrain.yaml"))
+    assert ok.returncode == 0, ok.stderr
+    assert "ADMITTED" in ok.stdout and "1 admitted, 0 denied" in ok.stdout
+    bad = trainadmit("check", str(EXAMPLES / "denied-partial-nodes.yaml"))
+    assert bad.returncode == 1
+    assert "[topology.whole-node]" in bad.stdout and "fix: set nvidia.com/gpu: 8 and 3 workers" in bad.stdout
+
+
+def test_directory_of_examples_reports_each_object():
+    r = trainadmit("check", str(EXAMPLES))
+    assert r.returncode == 1
+    assert "8 objects: 3 admitted, 4 denied, 1 not matched" in r.stdout
+
+
+def test_stdin_multi_document_and_json():
+    docs = yaml.safe_dump_all([job(name="a"), job(name="b", gpus=3)])
+    r = trainadmit("check", "-", "-o", "json", stdin=docs)
+    assert r.returncode == 1
+    records = json.loads(r.stdout)
+    assert [x["allowed"] for x in records] == [True, False]
+    assert records[1]["violations"][0]["rule"] == "topology.whole-node"
+    r = trainadmit("check", "-", stdin=json.dumps(job(name="c")))
+    assert r.returncode == 0
+
+
+def test_patch_and_yaml_outputs_describe_the_same_object():
+    src = EXAMPLES / "llama-pretrain.yaml"
+    patch = json.loads(trainadmit("check", str(src), "-o", "patch").stdout)[0]["patch"]
+    mutated = next(iter(yaml.safe_load_all(trainadmit("check", str(src), "-o", "yaml").stdout)))
+    assert apply_patch(load_yaml(src)[0], patch) == mutated
+
+
+def test_unreadable_input_and_invalid_policy_exit_2(tmp_path):
+    r = trainadmit("check", str(tmp_path / "missing.yaml"))
+    assert r.returncode == 2 and "no such file or directory" in r.stderr
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kind: Job\n  metadata: [\n")
+    r = trainadmit("check", str(bad))
+    assert r.returncode == 2 and "bad.yaml: not valid YAML" in r.stderr
+    pol = tmp_path / "pol"
+    pol.mkdir()
+    (pol / "platform.yaml").write_text("apiVersion: trainadmit.io/v1alpha1\nkind: Platform\nmetadata: {name: p}\n"
+                                       "spec: {gang: {backend: slurm}}\n")
+    r = trainadmit("check", "-p", str(pol), str(EXAMPLES / "llama-pretrain.yaml"))
+    assert r.returncode == 2
+    assert "platform.yaml:1 (document 1): spec.gang.backend:" in r.stderr
+
+
+def test_admission_review_input_and_cluster_snapshot():
+    r = trainadmit("check", str(FIXTURES / "admission-reviews" / "job-03-mutate-Job-CREATE.json"),
+                   "--cluster", str(FIXTURES / "apiserver" / "nodes-list.json"),
+                   "--cluster", str(FIXTURES / "apiserver" / "resourcequotas-list-with-usage.json"))
+    assert r.returncode == 1
+    assert "has 16 of 64 free (ResourceQuota)" in r.stdout
+    assert "largest rack of pool h100-ib has 2 nodes (in the cluster)" in r.stdout
+
+
+def test_explain_names_the_policy_setting_behind_each_field():
+    r = trainadmit("check", "--explain", str(EXAMPLES / "llama-pretrain.yaml"))
+    assert "/spec/scheduling  <- Platform.spec.gang.backend=native/job-scheduling" in r.stdout
+    assert "<- Pool h100-ib: spec.nccl.env.NCCL_IB_HCA" in r.stdout
+
+
+def test_policy_lint_and_schema():
+    r = trainadmit("policy", "lint", str(POLICIES))
+    assert r.returncode == 0 and "OK" in r.stdout
+    schema = json.loads(trainadmit("policy", "schema").stdout)
+    assert "Pool" in schema["discriminator"]["mapping"]

@@ -1,0 +1,130 @@
+"""The engine on the apiserver's own requests and on the user's YAML: same result, valid output."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import (
+    EXAMPLES,
+    FIXTURES,
+    apply_patch,
+    deep,
+    injected_leaves,
+    load_yaml,
+    review,
+    schema_errors,
+)
+
+from webhook.engine import Request, decide
+
+
+def _objects():
+    """(label, object, namespace) for every Job/Pod we check: examples and fixtures, both forms."""
+    out = [(p.name, d, None) for p in sorted(EXAMPLES.glob("*.yaml")) for d in load_yaml(p)]
+    out.append(("submitted-job.yaml", load_yaml(FIXTURES / "admission-reviews" / "submitted-job.yaml")[0], None))
+    for name in ("job-03-mutate-Job-CREATE.json", "job-05-mutate-Job-CREATE.json",
+                 "job-07-mutate-Job-CREATE.json", "pod-01-mutate-Pod-CREATE.json"):
+        req = review(name)["request"]
+        out.append((name, req["object"], req["namespace"]))
+    for path in sorted((FIXTURES / "real-world").glob("*.y*ml")):
+        for i, doc in enumerate(load_yaml(path)):
+            if doc.get("kind") in ("Job", "Pod"):
+                out.append((f"{path.name}#{i}", doc, None))
+    return out
+
+
+def test_user_yaml_and_apiserver_defaulted_object_get_the_same_injected_fields(policy):
+    """DESIGN §4: the CLI reads objects as written, the server gets them defaulted; same result."""
+    user = load_yaml(FIXTURES / "admission-reviews" / "submitted-job.yaml")[0]
+    server = review("job-03-mutate-Job-CREATE.json")["request"]["object"]
+    d_user = decide(policy, Request(deep(user)))
+    d_server = decide(policy, Request(deep(server), namespace="team-nlp"))
+    assert d_user.allowed and d_server.allowed
+    assert injected_leaves(user, d_user.mutated) == injected_leaves(server, d_server.mutated)
+    assert [v.as_dict() for v in d_user.violations] == [v.as_dict() for v in d_server.violations]
+    # the defaulted schedulerName is not a user choice: it must not block anything
+    assert server["spec"]["template"]["spec"]["schedulerName"] == "default-scheduler"
+
+
+def test_every_backend_injects_its_documented_keys(backend_policy):
+    name, policy = backend_policy
+    obj = load_yaml(EXAMPLES / "llama-pretrain.yaml")[0]
+    d = decide(policy, Request(deep(obj)))
+    assert d.allowed, [v.text() for v in d.violations]
+    m, tmpl = d.mutated, d.mutated["spec"]["template"]
+    if name == "native-job":
+        assert m["spec"]["scheduling"]["schedulingPolicy"] == {"gang": {"minCount": 4}}
+        assert m["spec"]["scheduling"]["schedulingConstraints"] == {"topology": [{"key": "topology.kubernetes.io/rack"}]}
+        assert "schedulingGroup" not in tmpl["spec"]  # the Job controller builds the PodGroup itself
+    elif name == "native-podgroup":
+        assert tmpl["spec"]["schedulingGroup"] == {"podGroupName": "llama-pretrain-gang"}
+        [pg] = d.companions
+        assert pg["kind"] == "PodGroup" and pg["apiVersion"] == "scheduling.k8s.io/v1beta1"
+        assert pg["spec"]["schedulingPolicy"]["gang"]["minCount"] == 4
+        assert schema_errors(pg) == []
+    elif name == "coscheduling":
+        assert tmpl["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == "llama-pretrain"
+        assert tmpl["spec"]["schedulerName"] == "scheduler-plugins-scheduler"
+        [pg] = d.companions
+        assert pg["spec"]["minMember"] == 4 and pg["spec"]["minResources"] == {"nvidia.com/gpu": "32"}
+        term = tmpl["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
+        assert term["topologyKey"] == "topology.kubernetes.io/rack"
+    elif name == "volcano":
+        assert m["metadata"]["annotations"]["scheduling.volcano.sh/group-min-member"] == "4"
+        assert tmpl["metadata"]["annotations"]["scheduling.volcano.sh/queue-name"] == "training"
+        assert tmpl["spec"]["schedulerName"] == "volcano"
+        assert d.companions == []  # Volcano's pg-controller builds the PodGroup from the owner annotation
+    elif name == "kueue":
+        assert m["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-queue"
+        assert m["spec"]["suspend"] is True
+        assert tmpl["metadata"]["annotations"]["kueue.x-k8s.io/podset-required-topology"] == \
+            "topology.kubernetes.io/rack"
+    assert schema_errors(m) == []
+
+
+OBJECTS = _objects()
+
+
+@pytest.mark.parametrize("entry", OBJECTS, ids=[o[0] for o in OBJECTS])
+def test_mutated_objects_are_schema_valid_patch_exact_and_idempotent(backend_policy, entry):
+    _, policy = backend_policy
+    label, obj, ns = deep(entry)
+    original = deep(obj)
+    d = decide(policy, Request(obj, namespace=ns))
+    assert obj == original, f"{label}: the engine modified its input"
+    if not d.matched:
+        assert d.patch == [] and d.mutated is None
+        return
+    # 1. the patch, applied strictly as the apiserver would, gives exactly the engine's object
+    assert apply_patch(original, d.patch) == json.loads(json.dumps(d.mutated)), label
+    # 2. the mutated object is valid for Kubernetes 1.37 (no new errors; fixtures start clean)
+    assert schema_errors(d.mutated) == schema_errors(original) == [] or \
+        set(schema_errors(d.mutated)) <= set(schema_errors(original)), label
+    # 3. mutating the mutated object changes nothing
+    again = decide(policy, Request(deep(d.mutated), namespace=ns))
+    assert again.patch == [], f"{label}: second pass patched {again.patch}"
+    assert [v.as_dict() for v in again.violations] == [v.as_dict() for v in d.violations]
+
+
+def test_generate_name_job_needs_a_name_only_where_the_backend_names_a_podgroup(backend_policy):
+    """With generateName the mutating webhook sees no name (job-07); only PodGroup-naming backends care."""
+    name, policy = backend_policy
+    req = review("job-07-mutate-Job-CREATE.json")["request"]
+    assert "name" not in req["object"]["metadata"]
+    d = decide(policy, Request(deep(req["object"]), namespace=req["namespace"]))
+    rules = {v.rule for v in d.denials}
+    if name in ("native-podgroup", "coscheduling"):
+        assert rules == {"gang.name-required"}
+        assert "set metadata.name" in d.denials[0].hint
+    else:
+        assert d.allowed, [v.text() for v in d.violations]
+
+
+def test_validate_phase_accepts_what_mutate_produced(policy):
+    obj = load_yaml(EXAMPLES / "llama-pretrain.yaml")[0]
+    d = decide(policy, Request(deep(obj)))
+    final = apply_patch(obj, d.patch)
+    v = decide(policy, Request(final, phase="validate"))
+    assert v.allowed, [x.text() for x in v.violations]
+    assert v.patch == []

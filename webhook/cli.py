@@ -1,0 +1,136 @@
+"""`trainadmit` command line: a thin layer over the engine, the server and the certificate tools.
+
+Exit codes (DESIGN §6): 0 every object admitted, 1 any denied, 2 unreadable input or invalid policy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from .cluster import ClusterView, NoCluster, SnapshotCluster, SnapshotError
+from .engine import Request, decide
+from .inputs import InputError, read_inputs
+from .policy import PolicyError, load_policy_dir
+from .render import record, text, to_json, to_yaml
+
+EXIT_OK, EXIT_DENIED, EXIT_ERROR = 0, 1, 2
+DEFAULT_POLICY_DIR = os.environ.get("TRAINADMIT_POLICY_DIR", "policies")
+
+
+def _load_policy(path: str):
+    try:
+        return load_policy_dir(path)
+    except PolicyError as exc:
+        print(f"trainadmit: invalid policy in {path}:", file=sys.stderr)
+        for problem in exc.problems:
+            print(f"  {problem}", file=sys.stderr)
+        return None
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    policy = _load_policy(args.policy)
+    if policy is None:
+        return EXIT_ERROR
+    cluster: ClusterView = NoCluster()
+    if args.cluster:
+        try:
+            cluster = SnapshotCluster.from_files(args.cluster)
+        except (OSError, SnapshotError) as exc:
+            print(f"trainadmit: cannot read cluster snapshot: {exc}", file=sys.stderr)
+            return EXIT_ERROR
+    try:
+        items = read_inputs(args.files)
+    except InputError as exc:
+        print(f"trainadmit: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    denied = admitted = unmatched = 0
+    records, objects, patches, out = [], [], [], []
+    for item in items:
+        decision = decide(policy, Request(item.obj, operation=item.operation, old=item.old,
+                                          namespace=item.namespace or args.namespace, user=item.user or {}),
+                          cluster)
+        if not decision.matched:
+            unmatched += 1
+        elif decision.allowed:
+            admitted += 1
+        else:
+            denied += 1
+        if args.output == "text":
+            out.append(text(item, decision, explain=args.explain, sources=None))
+        elif args.output == "json":
+            records.append(record(item, decision))
+        elif args.output == "patch":
+            patches.append({"source": item.source, "document": item.index, "object": record(item, decision)["object"],
+                            "allowed": decision.allowed, "patch": decision.patch})
+        else:
+            objects.append(decision.mutated if decision.mutated is not None else item.obj)
+            objects.extend(decision.companions)
+            if not decision.allowed:
+                print(f"{item.source}#{item.index}: {decision.denial_message()}", file=sys.stderr)
+    if args.output == "text":
+        out.append(f"{len(items)} object{'s' if len(items) != 1 else ''}: {admitted} admitted, {denied} denied, "
+                   f"{unmatched} not matched (policy generation {policy.generation})")
+        print("\n".join(out))
+    elif args.output == "json":
+        print(to_json(records))
+    elif args.output == "patch":
+        print(to_json(patches))
+    else:
+        print(to_yaml(objects), end="")
+    return EXIT_DENIED if denied else EXIT_OK
+
+
+def cmd_policy_lint(args: argparse.Namespace) -> int:
+    policy = _load_policy(args.dir)
+    if policy is None:
+        return EXIT_ERROR
+    print(f"{args.dir}: policy generation {policy.generation}: {len(policy.pools)} pools, "
+          f"{len(policy.datasets)} datasets, {len(policy.checkpoints)} checkpoint classes, "
+          f"{len(policy.tiers)} priority tiers, {len(policy.quotas)} quotas: OK")
+    return EXIT_OK
+
+
+def cmd_policy_schema(args: argparse.Namespace) -> int:
+    from .policy.schema import policy_json_schema
+
+    print(to_json(policy_json_schema()))
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="trainadmit", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    check = sub.add_parser("check", help="decide offline what the webhook would do with manifests")
+    check.add_argument("files", nargs="*", help="files, directories or - for stdin (default: stdin)")
+    check.add_argument("-p", "--policy", default=DEFAULT_POLICY_DIR, help="policy directory (default: %(default)s)")
+    check.add_argument("--cluster", action="append", help="cluster snapshot (NodeList, ResourceQuotaList); repeatable")
+    check.add_argument("-o", "--output", choices=["text", "yaml", "json", "patch"], default="text")
+    check.add_argument("-n", "--namespace", default="default", help="namespace for objects that name none")
+    check.add_argument("--explain", action="store_true", help="show the policy setting behind each injected field")
+    check.set_defaults(func=cmd_check)
+
+    policy = sub.add_parser("policy", help="work with policy directories")
+    psub = policy.add_subparsers(dest="policy_command", required=True)
+    lint = psub.add_parser("lint", help="check a policy directory")
+    lint.add_argument("dir", nargs="?", default=DEFAULT_POLICY_DIR)
+    lint.set_defaults(func=cmd_policy_lint)
+    schema = psub.add_parser("schema", help="print the JSON Schema of policy documents")
+    schema.set_defaults(func=cmd_policy_schema)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except BrokenPipeError:  # `trainadmit check ... | head`
+        return EXIT_OK
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

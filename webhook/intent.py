@@ -1,0 +1,162 @@
+"""Read a training user's intent keys and resolve them against the policy set.
+
+Intent is what the user wrote (``trainadmit.io/pool: h100-ib``); resolution is what the platform
+means by it (the pool object, its topology level, the priority tier). Unknown names become
+violations here, with the list of names the policy does know, so a typo gets a useful answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .policy import PolicySet
+from .policy.models import CheckpointClassSpec, DatasetSpec, PoolSpec, PriorityTierSpec, TopologyLevel
+from .workloads import Workload, pod_resource_total
+
+MIG_PREFIX = "nvidia.com/mig-"
+
+
+@dataclass
+class Resolved:
+    """The resolved intent of one workload; fields are None when not applicable or unresolvable."""
+
+    gpu_resources: list[str] = field(default_factory=list)
+    gpu_resource: str | None = None
+    gpus_per_pod: int = 0
+    pods: int = 1
+    pool_name: str | None = None
+    pool: PoolSpec | None = None
+    pool_explicit: bool = False
+    gang: bool = False
+    gang_explicit: bool = False
+    level_name: str | None = None
+    level: TopologyLevel | None = None
+    level_explicit: bool = False
+    datasets: list[tuple[str, DatasetSpec]] = field(default_factory=list)
+    checkpoint: tuple[str, CheckpointClassSpec] | None = None
+    tier: tuple[str, PriorityTierSpec] | None = None
+    queue: str | None = None
+    queue_explicit: bool = False
+
+    @property
+    def total_gpus(self) -> int:
+        return self.gpus_per_pod * self.pods
+
+
+def gpu_resources_of(workload: Workload, policy: PolicySet) -> list[str]:
+    """GPU resource names any container of the workload asks for, in a stable order."""
+    found: list[str] = []
+    for ref in workload.containers():
+        resources = ref.body.get("resources")
+        if not isinstance(resources, dict):
+            continue
+        for section in ("limits", "requests"):
+            values = resources.get(section)
+            if not isinstance(values, dict):
+                continue
+            for name in values:
+                if (name in policy.gpu_resources or name.startswith(MIG_PREFIX)) and name not in found:
+                    found.append(name)
+    return found
+
+
+def has_intent(workload: Workload, policy: PolicySet) -> bool:
+    prefix = policy.platform.intentPrefix + "/"
+    applied = policy.keys.applied
+    return any(k.startswith(prefix) and k != applied for k in (*workload.labels, *workload.annotations))
+
+
+def resolve(workload: Workload, policy: PolicySet, report) -> Resolved:
+    """Resolve intent; ``report(rule, path, message, hint)`` records each problem."""
+    keys = policy.keys
+    labels, annotations = workload.labels, workload.annotations
+    out = Resolved()
+    out.gpu_resources = gpu_resources_of(workload, policy)
+    out.gpu_resource = out.gpu_resources[0] if out.gpu_resources else None
+    out.pods = workload.parallelism
+    if out.gpu_resource:
+        out.gpus_per_pod = pod_resource_total(workload, out.gpu_resource)
+
+    # pool (label)
+    pool_value = labels.get(keys.pool)
+    if pool_value is not None:
+        out.pool_explicit = True
+        if pool_value in policy.pools:
+            out.pool_name = pool_value
+        else:
+            report("intent.unknown-pool", f'metadata.labels["{keys.pool}"]',
+                   f"pool {pool_value!r} is not defined by the platform policy",
+                   f"use one of: {', '.join(sorted(policy.pools)) or '(none defined)'}")
+    elif out.gpu_resource:
+        out.pool_name = policy.default_pools.get(out.gpu_resource)
+    out.pool = policy.pools.get(out.pool_name) if out.pool_name else None
+
+    # gang (annotation)
+    gang_value = annotations.get(keys.gang)
+    if gang_value is not None:
+        out.gang_explicit = True
+        if gang_value in ("true", "false"):
+            out.gang = gang_value == "true"
+        else:
+            report("intent.invalid", f'metadata.annotations["{keys.gang}"]',
+                   f"must be \"true\" or \"false\", got {gang_value!r}", "")
+    if not out.gang_explicit:
+        out.gang = workload.is_job and out.pods > 1 and out.gpus_per_pod > 0
+
+    # topology level (annotation)
+    level_value = annotations.get(keys.topology)
+    if out.pool is not None:
+        topo = out.pool.topology
+        if level_value is not None:
+            out.level_explicit = True
+            if level_value != "any" and topo.level(level_value) is None:
+                names = [lv.name for lv in topo.levels] + ["any"]
+                report("intent.unknown-topology", f'metadata.annotations["{keys.topology}"]',
+                       f"pool {out.pool_name} has no topology level {level_value!r}",
+                       f"use one of: {', '.join(names)}")
+                level_value = None
+        chosen = level_value if level_value is not None else topo.default
+        out.level_name = chosen
+        out.level = topo.level(chosen) if chosen != "any" else None
+
+    # datasets (annotation, comma list)
+    ds_value = annotations.get(keys.datasets)
+    if ds_value is not None:
+        for name in (n.strip() for n in str(ds_value).split(",")):
+            if not name:
+                continue
+            spec = policy.datasets.get(name)
+            if spec is None:
+                report("intent.unknown-dataset", f'metadata.annotations["{keys.datasets}"]',
+                       f"dataset {name!r} is not defined by the platform policy",
+                       f"use one of: {', '.join(sorted(policy.datasets)) or '(none defined)'}")
+            elif all(n != name for n, _ in out.datasets):
+                out.datasets.append((name, spec))
+
+    # checkpoint class (annotation)
+    ck_value = annotations.get(keys.checkpoint, policy.platform.defaults.checkpoint)
+    if ck_value != "none":
+        spec = policy.checkpoints.get(ck_value)
+        if spec is None:
+            report("intent.unknown-checkpoint", f'metadata.annotations["{keys.checkpoint}"]',
+                   f"checkpoint class {ck_value!r} is not defined by the platform policy",
+                   f"use one of: {', '.join([*sorted(policy.checkpoints), 'none'])}")
+        else:
+            out.checkpoint = (ck_value, spec)
+
+    # priority tier (annotation)
+    tier_value = annotations.get(keys.priority, policy.platform.defaults.priority)
+    if tier_value is not None:
+        spec = policy.tiers.get(tier_value)
+        if spec is None:
+            report("intent.unknown-priority", f'metadata.annotations["{keys.priority}"]',
+                   f"priority tier {tier_value!r} is not defined by the platform policy",
+                   f"use one of: {', '.join(sorted(policy.tiers)) or '(none defined)'}")
+        else:
+            out.tier = (tier_value, spec)
+
+    # queue (label)
+    queue_value = labels.get(keys.queue)
+    out.queue_explicit = queue_value is not None
+    out.queue = queue_value if queue_value is not None else policy.platform.gang.queue
+    return out

@@ -1,0 +1,161 @@
+"""Build an RFC 6902 JSON patch while applying it, copy-on-write.
+
+Mutations call ``set``/``append`` on a Patcher instead of editing dicts. Each call both records
+the operation and applies it to a working document, so the mutated object is, by construction,
+the result of applying the patch, and the operations always target paths that exist at that
+point of the patch (the apiserver's json-patch library rejects an ``add`` under a missing parent).
+Containers are copied only along the paths that change, so the caller's object is never modified
+and untouched subtrees are shared: that keeps a decision cheap on large Jobs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .workloads import Path
+
+
+def escape(token: str | int) -> str:
+    """JSON-pointer escaping: ``nvidia.com/gpu`` becomes ``nvidia.com~1gpu``."""
+    text = str(token)
+    if "~" in text or "/" in text:
+        return text.replace("~", "~0").replace("/", "~1")
+    return text
+
+
+def pointer(path: Path) -> str:
+    return "/" + "/".join(map(escape, path)) if path else ""
+
+
+def _build(rest: Path, value: Any) -> Any:
+    """Nested maps for the missing tail of a path, with ``value`` at the end."""
+    for key in reversed(rest):
+        value = {key: value}
+    return value
+
+
+class Patcher:
+    def __init__(self, obj: dict):
+        self.doc: dict = dict(obj)
+        self._owned: set[int] = {id(self.doc)}
+        # path -> the container we own at that path; saves walking from the root on every write
+        self._containers: dict[Path, Any] = {(): self.doc}
+        self.ops: list[dict] = []
+        self.changed_paths: list[Path] = []
+
+    # ---- reading ------------------------------------------------------------------------------
+    def get(self, path: Path, default: Any = None) -> Any:
+        cur: Any = self.doc
+        for part in path:
+            if isinstance(part, int):
+                if not isinstance(cur, list) or part >= len(cur):
+                    return default
+            elif not isinstance(cur, dict) or part not in cur:
+                return default
+            cur = cur[part]
+            if cur is None:
+                return default
+        return cur
+
+    # ---- writing ------------------------------------------------------------------------------
+    def _own(self, parent: Any, key: str | int) -> Any:
+        child = parent[key]
+        if id(child) in self._owned:
+            return child
+        if isinstance(child, dict):
+            child = dict(child)
+        elif isinstance(child, list):
+            child = list(child)
+        else:
+            return child
+        parent[key] = child
+        self._owned.add(id(child))
+        return child
+
+    def _record(self, op: str, path: Path, value: Any) -> None:
+        self.ops.append({"op": op, "path": pointer(path), "value": value})
+        self.changed_paths.append(path)
+
+    def set(self, path: Path, value: Any) -> bool:
+        """Make ``path`` hold ``value``, creating missing maps. Returns True when something changed."""
+        parent_path = path[:-1]
+        cur = self._containers.get(parent_path)
+        if cur is not None:
+            return self._set_in(cur, path, value)
+        cur = self.doc
+        for depth, part in enumerate(parent_path):
+            nxt = cur.get(part) if isinstance(cur, dict) else (cur[part] if isinstance(cur, list) and
+                                                                 isinstance(part, int) and part < len(cur) else None)
+            if nxt is None:
+                if not isinstance(cur, dict):
+                    raise TypeError(f"cannot set {pointer(path)}: {pointer(path[:depth])} is not a map")
+                nested = _build(path[depth + 1:], value)
+                self._record("add", path[: depth + 1], nested)
+                cur[part] = _deep_owned(nested, self._owned)
+                return True
+            if not isinstance(nxt, dict | list):
+                raise TypeError(f"cannot set {pointer(path)}: {pointer(path[:depth + 1])} is not a map or list")
+            cur = self._own(cur, part)
+        self._containers[parent_path] = cur
+        return self._set_in(cur, path, value)
+
+    def _set_in(self, cur: Any, path: Path, value: Any) -> bool:
+        last = path[-1]
+        if isinstance(cur, dict):
+            existing = cur.get(last)
+            if last in cur and existing == value:
+                return False
+            # RFC 6902 "add" on an existing member replaces it; "replace" states the intent clearly.
+            self._record("replace" if existing is not None else "add", path, value)
+            cur[last] = _deep_owned(value, self._owned)
+            self._forget(path)
+            return True
+        if isinstance(cur, list) and isinstance(last, int) and last < len(cur):
+            if cur[last] == value:
+                return False
+            self._record("replace", path, value)
+            cur[last] = _deep_owned(value, self._owned)
+            self._forget(path)
+            return True
+        raise TypeError(f"cannot set {pointer(path)}")
+
+    def _forget(self, path: Path) -> None:
+        """Drop cached containers at or under a path whose value was just replaced."""
+        n = len(path)
+        for key in [k for k in self._containers if len(k) >= n and k[:n] == path]:
+            del self._containers[key]
+
+    def append(self, list_path: Path, value: Any) -> None:
+        """Append to a list, creating it when it is missing or null."""
+        current = self.get(list_path)
+        if not isinstance(current, list):
+            self.set(list_path, [value])
+            return
+        parent = self._walk_owned(list_path)
+        self.ops.append({"op": "add", "path": pointer(list_path) + "/-", "value": value})
+        self.changed_paths.append((*list_path, len(parent)))
+        parent.append(_deep_owned(value, self._owned))
+
+    def _walk_owned(self, path: Path) -> Any:
+        cur = self._containers.get(path)
+        if cur is not None:
+            return cur
+        cur = self.doc
+        for part in path:
+            cur = self._own(cur, part)
+        self._containers[path] = cur
+        return cur
+
+
+def _deep_owned(value: Any, owned: set[int]) -> Any:
+    """Copy a value we insert, so that later edits of the document never reach into the recorded
+    operation (or into caller or policy data); the copies are ours to edit in place."""
+    cls = type(value)
+    if cls is dict:
+        out: Any = {k: (_deep_owned(v, owned) if type(v) in (dict, list) else v) for k, v in value.items()}
+    elif cls is list:
+        out = [(_deep_owned(v, owned) if type(v) in (dict, list) else v) for v in value]
+    else:
+        return value
+    owned.add(id(out))
+    return out

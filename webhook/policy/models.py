@@ -1,0 +1,372 @@
+"""The policy documents a platform team writes, as strict pydantic models.
+
+Every document has the Kubernetes shape (``apiVersion``/``kind``/``metadata.name``/``spec``) so
+that it reads like the rest of a cluster's YAML and can later be served as a CRD. Models forbid
+unknown fields: a typo in a policy must be an error at load time, never a silently ignored
+setting that makes the webhook do less than the platform team thinks.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from functools import cached_property
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from ..quantity import QuantityError, parse_quantity
+
+API_VERSION = "trainadmit.io/v1alpha1"
+
+# Kubernetes label keys/values and DNS names, as the apiserver validates them.
+_LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+_DNS_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+LABEL_KEY_RE = re.compile(rf"^({_DNS_SUBDOMAIN}/)?{_LABEL_NAME}$")
+LABEL_VALUE_RE = re.compile(rf"^({_LABEL_NAME})?$")
+DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+RESOURCE_NAME_RE = re.compile(rf"^({_DNS_SUBDOMAIN}/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+ENV_NAME_RE = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+
+
+def _check_label_key(key: str) -> str:
+    if not LABEL_KEY_RE.match(key) or len(key) > 317 or len(key.split("/")[-1]) > 63:
+        raise ValueError(f"{key!r} is not a valid Kubernetes label key")
+    return key
+
+
+def _check_label_value(value: str) -> str:
+    if not LABEL_VALUE_RE.match(value) or len(value) > 63:
+        raise ValueError(f"{value!r} is not a valid Kubernetes label value")
+    return value
+
+
+def _check_quantity(value: str | int) -> str:
+    try:
+        parse_quantity(value)
+    except QuantityError as exc:
+        raise ValueError(str(exc)) from exc
+    return str(value)
+
+
+class Strict(BaseModel):
+    """Base: unknown fields are errors, instances are immutable, names use camelCase as in YAML."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class Metadata(Strict):
+    name: Annotated[str, Field(min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")]
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------------------------
+# Pool
+
+
+class GpuSpec(Strict):
+    resource: str = Field("nvidia.com/gpu", description="Extended resource name of the GPU.")
+    product: str | None = Field(None, description="GPU product as GPU Feature Discovery labels it.")
+    perNode: Annotated[int, Field(ge=1, le=64, description="GPUs on each node of the pool.")]
+
+    @field_validator("resource")
+    @classmethod
+    def _resource(cls, v: str) -> str:
+        if not RESOURCE_NAME_RE.match(v) or "/" not in v:
+            raise ValueError(f"{v!r} is not an extended resource name (domain/name)")
+        return v
+
+
+class Toleration(Strict):
+    key: str | None = None
+    operator: Literal["Exists", "Equal"] = "Equal"
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    tolerationSeconds: int | None = None
+
+    def as_k8s(self) -> dict:
+        """The toleration as it appears in a PodSpec (no null fields)."""
+        return self.model_dump(exclude_none=True)
+
+
+class TopologyLevel(Strict):
+    name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,30}$")]
+    nodeLabel: str = Field(description="Node label whose value names one domain of this level.")
+    maxNodes: Annotated[int, Field(ge=1, description="Nodes in the largest domain of this level.")]
+
+    @field_validator("nodeLabel")
+    @classmethod
+    def _key(cls, v: str) -> str:
+        return _check_label_key(v)
+
+
+class Topology(Strict):
+    default: str = Field(description="Level used when a Job does not name one ('any' = no colocation).")
+    levels: list[TopologyLevel] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _levels(self) -> Topology:
+        names = [lv.name for lv in self.levels]
+        if len(set(names)) != len(names):
+            raise ValueError(f"topology level names repeat: {names}")
+        if "any" in names:
+            raise ValueError("'any' is reserved: it means 'no colocation'")
+        sizes = [lv.maxNodes for lv in self.levels]
+        if sizes != sorted(sizes):
+            raise ValueError("topology levels must go from the smallest domain to the largest (maxNodes ascending)")
+        if self.default != "any" and self.default not in names:
+            raise ValueError(f"default level {self.default!r} is not one of {names} or 'any'")
+        return self
+
+    def level(self, name: str) -> TopologyLevel | None:
+        return next((lv for lv in self.levels if lv.name == name), None)
+
+
+class Rdma(Strict):
+    resources: dict[str, int] = Field(default_factory=dict, description="Extended RDMA resources per GPU container.")
+    networks: list[str] = Field(default_factory=list, description="Multus networks: [namespace/]name[@ifname].")
+    ipcLock: bool = True
+
+    @field_validator("resources")
+    @classmethod
+    def _res(cls, v: dict[str, int]) -> dict[str, int]:
+        for name, count in v.items():
+            if not RESOURCE_NAME_RE.match(name) or "/" not in name:
+                raise ValueError(f"{name!r} is not an extended resource name")
+            if count < 1:
+                raise ValueError(f"{name}: count must be at least 1")
+        return v
+
+    @field_validator("networks")
+    @classmethod
+    def _nets(cls, v: list[str]) -> list[str]:
+        pattern = re.compile(r"^([a-z0-9][-a-z0-9]*/)?[a-z0-9][-a-z0-9.]*(@[A-Za-z0-9_.-]{1,15})?$")
+        for net in v:
+            if not pattern.match(net):
+                raise ValueError(f"{net!r} is not a Multus network reference ([namespace/]name[@ifname])")
+        return v
+
+
+class Nccl(Strict):
+    env: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, v: dict[str, str]) -> dict[str, str]:
+        from ..nccl import check_nccl_value  # local import: nccl imports nothing from policy
+
+        for name, value in v.items():
+            if not ENV_NAME_RE.match(name):
+                raise ValueError(f"{name!r} is not an environment variable name")
+            problem = check_nccl_value(name, value)
+            if problem and problem.severity == "error":
+                raise ValueError(f"{name}={value!r}: {problem.message}")
+        return v
+
+
+class PoolSpec(Strict):
+    """A GPU pool. Derived values used on every request are cached on first use."""
+
+    gpu: GpuSpec
+    default: bool = Field(False, description="Default pool for Jobs that request this GPU resource.")
+    nodeSelector: dict[str, str] = Field(default_factory=dict)
+    tolerations: list[Toleration] = Field(default_factory=list)
+    topology: Topology
+    capacityNodes: int | None = Field(None, ge=1, description="Nodes in the pool when no cluster view is given.")
+    rdma: Rdma | None = None
+    nccl: Nccl = Field(default_factory=Nccl)
+
+    @field_validator("nodeSelector")
+    @classmethod
+    def _selector(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, value in v.items():
+            _check_label_key(key)
+            _check_label_value(value)
+        return v
+
+    @cached_property
+    def toleration_dicts(self) -> list[dict]:
+        return [t.as_k8s() for t in self.tolerations]
+
+
+class Pool(Strict):
+    apiVersion: Literal["trainadmit.io/v1alpha1"]
+    kind: Literal["Pool"]
+    metadata: Metadata
+    spec: PoolSpec
+
+
+# ---------------------------------------------------------------------------------------------
+# Storage
+
+
+class DatasetSpec(Strict):
+    claimName: Annotated[str, Field(pattern=_DNS_SUBDOMAIN, max_length=253)]
+    mountPath: Annotated[str, Field(pattern=r"^/[^:]*$")]
+    subPath: str | None = None
+
+
+class Dataset(Strict):
+    apiVersion: Literal["trainadmit.io/v1alpha1"]
+    kind: Literal["Dataset"]
+    metadata: Metadata
+    spec: DatasetSpec
+
+
+class CheckpointClassSpec(Strict):
+    claimName: Annotated[str, Field(pattern=_DNS_SUBDOMAIN, max_length=253)]
+    mountPath: Annotated[str, Field(pattern=r"^/[^:]*$")]
+    env: dict[str, str] = Field(default_factory=dict, description="Variables set on GPU containers.")
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, v: dict[str, str]) -> dict[str, str]:
+        for name in v:
+            if not ENV_NAME_RE.match(name):
+                raise ValueError(f"{name!r} is not an environment variable name")
+        return v
+
+
+class CheckpointClass(Strict):
+    apiVersion: Literal["trainadmit.io/v1alpha1"]
+    kind: Literal["CheckpointClass"]
+    metadata: Metadata
+    spec: CheckpointClassSpec
+
+
+# ---------------------------------------------------------------------------------------------
+# Priority
+
+
+class PriorityTierSpec(Strict):
+    className: Annotated[str, Field(pattern=_DNS_SUBDOMAIN, max_length=253)]
+    value: Annotated[int, Field(ge=-2147483648, le=1000000000)] = Field(
+        description="The PriorityClass value; bare Pods need it because the apiserver resolved priority before us."
+    )
+    preemptionPolicy: Literal["PreemptLowerPriority", "Never"] = "PreemptLowerPriority"
+    kueuePriorityClass: str | None = Field(None, description="Kueue WorkloadPriorityClass for the kueue backend.")
+
+
+class PriorityTier(Strict):
+    apiVersion: Literal["trainadmit.io/v1alpha1"]
+    kind: Literal["PriorityTier"]
+    metadata: Metadata
+    spec: PriorityTierSpec
+
+
+# ---------------------------------------------------------------------------------------------
+# Quota
+
+
+class QuotaSpec(Strict):
+    namespaces: list[str] = Field(min_length=1, description="Namespace names or globs (team-*).")
+    maxGPUsPerJob: int | None = Field(None, ge=0)
+    maxWorkersPerJob: int | None = Field(None, ge=1)
+    allowedPools: list[str] | None = None
+    allowedPriorities: list[str] | None = None
+    gpuQuota: int | None = Field(None, ge=0, description="GPUs the namespace may hold when no ResourceQuota says so.")
+
+
+class Quota(Strict):
+    apiVersion: Literal["trainadmit.io/v1alpha1"]
+    kind: Literal["Quota"]
+    metadata: Metadata
+    spec: QuotaSpec
+
+
+# ---------------------------------------------------------------------------------------------
+# Platform
+
+
+class GangBackend(StrEnum):
+    native = "native"
+    coscheduling = "coscheduling"
+    volcano = "volcano"
+    kueue = "kueue"
+
+
+class Action(StrEnum):
+    deny = "deny"
+    warn = "warn"
+    off = "off"
+
+
+class Enforceable(StrEnum):
+    """Fields a policy can own outright: a different user value is then a denial."""
+
+    schedulerName = "schedulerName"
+    priorityClassName = "priorityClassName"
+    nodeSelector = "nodeSelector"
+    ncclEnv = "ncclEnv"
+    shm = "shm"
+    queue = "queue"
+    rdmaNetworks = "rdmaNetworks"
+
+
+class GangSettings(Strict):
+    backend: GangBackend = GangBackend.native
+    nativeMode: Literal["job-scheduling", "pod-group"] = Field(
+        "job-scheduling",
+        description="job-scheduling: Job.spec.scheduling (the Job controller builds the PodGroup); "
+        "pod-group: pod schedulingGroup plus a PodGroup from trainadmit's reconciler.",
+    )
+    schedulerName: str | None = Field(None, description="Defaults: volcano -> volcano, coscheduling -> "
+                                      "scheduler-plugins-scheduler, native/kueue -> unchanged.")
+    queue: str = "default"
+    disruptionMode: Literal["all", "single"] | None = None
+    topologyMethod: Literal["auto", "native", "kueue", "podAffinity", "none"] = "auto"
+    scheduleTimeoutSeconds: int | None = Field(None, ge=1)
+
+
+class ShmSettings(Strict):
+    sizeLimit: str = "64Gi"
+
+    @field_validator("sizeLimit", mode="before")
+    @classmethod
+    def _size(cls, v: str | int) -> str:
+        return _check_quantity(v)
+
+
+class Defaults(Strict):
+    priority: str | None = None
+    checkpoint: str = "none"
+
+
+class PlatformSpec(Strict):
+    kubernetesVersion: Annotated[str, Field(pattern=r"^1\.\d{2}$")] = "1.37"
+    featureGates: list[str] = Field(
+        default_factory=list,
+        description="Feature gates the cluster has on (GenericWorkload, WorkloadWithJob, "
+        "TopologyAwareWorkloadScheduling); `check` warns when the backend needs one that is missing.",
+    )
+    intentPrefix: Annotated[str, Field(pattern=_DNS_SUBDOMAIN)] = "trainadmit.io"
+    exemptNamespaces: list[str] = Field(
+        default_factory=lambda: ["kube-system", "kube-public", "kube-node-lease", "trainadmit-system"]
+    )
+    gpuResources: list[str] = Field(
+        default_factory=lambda: ["nvidia.com/gpu", "amd.com/gpu"],
+        description="Resources that make a workload a GPU workload (besides every pool's own).",
+    )
+    gang: GangSettings = Field(default_factory=GangSettings)
+    defaults: Defaults = Field(default_factory=Defaults)
+    shm: ShmSettings = Field(default_factory=ShmSettings)
+    enforce: list[Enforceable] = Field(default_factory=list)
+    rules: dict[str, Action] = Field(default_factory=dict, description="Per-rule action overrides.")
+
+
+class Platform(Strict):
+    apiVersion: Literal["trainadmit.io/v1alpha1"]
+    kind: Literal["Platform"]
+    metadata: Metadata
+    spec: PlatformSpec = Field(default_factory=PlatformSpec)
+
+
+DOCUMENT_KINDS: dict[str, type[Strict]] = {
+    "Platform": Platform,
+    "Pool": Pool,
+    "Dataset": Dataset,
+    "CheckpointClass": CheckpointClass,
+    "PriorityTier": PriorityTier,
+    "Quota": Quota,
+}

@@ -1,0 +1,191 @@
+"""The loaded, cross-checked policy set and the look-ups the engine needs on every request.
+
+Everything that can be computed once per policy generation (default pool per GPU resource, the
+set of GPU resource names, rule actions, intent keys) is computed here, at load time, so that the
+request path only does dictionary look-ups.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+
+from .models import (
+    Action,
+    CheckpointClassSpec,
+    DatasetSpec,
+    Enforceable,
+    GangBackend,
+    Platform,
+    PlatformSpec,
+    PoolSpec,
+    PriorityTierSpec,
+    QuotaSpec,
+)
+
+# Default action of every rule. A policy may override any of them in Platform.spec.rules.
+RULE_DEFAULTS: dict[str, Action] = {
+    "intent.invalid": Action.deny,
+    "intent.unknown-pool": Action.deny,
+    "intent.unknown-topology": Action.deny,
+    "intent.unknown-dataset": Action.deny,
+    "intent.unknown-checkpoint": Action.deny,
+    "intent.unknown-priority": Action.deny,
+    "quota.gpus-per-job": Action.deny,
+    "quota.workers-per-job": Action.deny,
+    "quota.pool-not-allowed": Action.deny,
+    "quota.priority-not-allowed": Action.deny,
+    "quota.namespace-hard": Action.deny,
+    "quota.namespace-remaining": Action.deny,
+    "quota.pool-capacity": Action.deny,
+    "topology.whole-node": Action.deny,
+    "topology.single-node-fit": Action.deny,
+    "topology.domain-fit": Action.deny,
+    "topology.colocation-unavailable": Action.warn,
+    "gang.completion-mode": Action.deny,
+    "gang.parallelism-completions": Action.deny,
+    "gang.name-required": Action.deny,
+    "gang.foreign-backend": Action.warn,
+    "gang.cluster-support": Action.warn,
+    "gang.membership-lost": Action.deny,
+    "gang.pod-level": Action.warn,
+    "gpu.single-type": Action.deny,
+    "gpu.requests-limits": Action.deny,
+    "gpu.invalid-count": Action.deny,
+    "rdma.pool-without-rdma": Action.deny,
+    "placement.contradiction": Action.deny,
+    "nccl.syntax": Action.deny,
+    "nccl.syntax-warning": Action.warn,
+    "nccl.debugging-variable": Action.warn,
+    "storage.mount-conflict": Action.deny,
+    "storage.shm-exceeds-memory": Action.warn,
+    "enforced.conflict": Action.deny,
+    "final.not-mutated": Action.deny,
+    "final.injection-lost": Action.deny,
+}
+
+DEFAULT_SCHEDULER = "default-scheduler"
+BACKEND_SCHEDULERS = {GangBackend.volcano: "volcano", GangBackend.coscheduling: "scheduler-plugins-scheduler"}
+
+
+@dataclass(frozen=True)
+class SourceRef:
+    """Where a policy document was defined (for lint output and `check --explain`)."""
+
+    file: str
+    line: int
+    document: int
+
+
+@dataclass(frozen=True)
+class IntentKeys:
+    pool: str
+    gang: str
+    topology: str
+    datasets: str
+    checkpoint: str
+    priority: str
+    queue: str
+    applied: str
+
+    @classmethod
+    def with_prefix(cls, prefix: str) -> IntentKeys:
+        return cls(*(f"{prefix}/{k}" for k in
+                     ("pool", "gang", "topology", "datasets", "checkpoint", "priority", "queue", "applied")))
+
+
+@dataclass(frozen=True)
+class PolicySet:
+    platform_doc: Platform
+    pools: dict[str, PoolSpec]
+    datasets: dict[str, DatasetSpec]
+    checkpoints: dict[str, CheckpointClassSpec]
+    tiers: dict[str, PriorityTierSpec]
+    quotas: dict[str, QuotaSpec]
+    sources: dict[tuple[str, str], SourceRef]
+    generation: str
+    # derived at build time
+    keys: IntentKeys = field(init=False)
+    gpu_resources: frozenset[str] = field(init=False)
+    default_pools: dict[str, str] = field(init=False)
+    actions: dict[str, Action] = field(init=False)
+    enforced: frozenset[Enforceable] = field(init=False)
+    scheduler_name: str | None = field(init=False)
+
+    @property
+    def platform(self) -> PlatformSpec:
+        return self.platform_doc.spec
+
+    def __post_init__(self) -> None:
+        spec = self.platform
+        set_ = object.__setattr__
+        set_(self, "keys", IntentKeys.with_prefix(spec.intentPrefix))
+        set_(self, "gpu_resources", frozenset(spec.gpuResources) | {p.gpu.resource for p in self.pools.values()})
+        set_(self, "default_pools", {p.gpu.resource: n for n, p in sorted(self.pools.items()) if p.default})
+        actions = dict(RULE_DEFAULTS)
+        actions.update(spec.rules)
+        set_(self, "actions", actions)
+        set_(self, "enforced", frozenset(spec.enforce))
+        set_(self, "scheduler_name", spec.gang.schedulerName or BACKEND_SCHEDULERS.get(spec.gang.backend))
+
+    @classmethod
+    def build(cls, **kwargs) -> tuple[PolicySet, list[tuple[SourceRef, str, str]]]:
+        """Build the set and return it with its cross-reference problems (empty when sound)."""
+        policy = cls(**kwargs)
+        return policy, policy._cross_check()
+
+    def _ref(self, kind: str, name: str) -> SourceRef:
+        return self.sources.get((kind, name), SourceRef("<policy>", 0, 0))
+
+    def _cross_check(self) -> list[tuple[SourceRef, str, str]]:
+        problems: list[tuple[SourceRef, str, str]] = []
+        platform_ref = self._ref("Platform", self.platform_doc.metadata.name)
+        for rule in self.platform.rules:
+            if rule not in RULE_DEFAULTS:
+                problems.append((platform_ref, f"spec.rules.{rule}",
+                                 f"unknown rule id; known: {', '.join(RULE_DEFAULTS)}"))
+        by_resource: dict[str, list[str]] = {}
+        for name, pool in self.pools.items():
+            if pool.default:
+                by_resource.setdefault(pool.gpu.resource, []).append(name)
+        for resource, names in by_resource.items():
+            if len(names) > 1:
+                for name in names[1:]:
+                    problems.append((self._ref("Pool", name), "spec.default",
+                                     f"pools {names} are all the default for {resource}; only one may be"))
+        default_tier = self.platform.defaults.priority
+        if default_tier is not None and default_tier not in self.tiers:
+            problems.append((platform_ref, "spec.defaults.priority", f"no PriorityTier named {default_tier!r}"))
+        default_ckpt = self.platform.defaults.checkpoint
+        if default_ckpt != "none" and default_ckpt not in self.checkpoints:
+            problems.append((platform_ref, "spec.defaults.checkpoint", f"no CheckpointClass named {default_ckpt!r}"))
+        for name, quota in self.quotas.items():
+            for pool in quota.allowedPools or []:
+                if pool not in self.pools:
+                    problems.append((self._ref("Quota", name), "spec.allowedPools", f"no Pool named {pool!r}"))
+            for tier in quota.allowedPriorities or []:
+                if tier not in self.tiers:
+                    problems.append((self._ref("Quota", name), "spec.allowedPriorities",
+                                     f"no PriorityTier named {tier!r}"))
+        return problems
+
+    # ---- request-time look-ups -------------------------------------------------------------
+
+    def action(self, rule: str) -> Action:
+        return self.actions.get(rule, Action.deny)
+
+    def is_exempt(self, namespace: str | None) -> bool:
+        return namespace is not None and any(fnmatch.fnmatchcase(namespace, p) for p in self.platform.exemptNamespaces)
+
+    def quota_for(self, namespace: str | None) -> tuple[str, QuotaSpec] | None:
+        """The quota of a namespace: an exact name beats a glob; among globs the first by name."""
+        if namespace is None:
+            return None
+        globbed = None
+        for name in sorted(self.quotas):
+            quota = self.quotas[name]
+            if namespace in quota.namespaces:
+                return name, quota
+            if globbed is None and any(fnmatch.fnmatchcase(namespace, p) for p in quota.namespaces):
+                globbed = (name, quota)
+        return globbed

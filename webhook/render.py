@@ -1,0 +1,75 @@
+"""Render decisions for people (text) and for machines (JSON, YAML, JSON patch)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import yaml
+
+from .decision import Decision
+from .inputs import Item
+
+
+def identity(item: Item) -> str:
+    obj = item.obj if isinstance(item.obj, dict) else {}
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    name = meta.get("name") or (f"{meta.get('generateName')}<generated>" if meta.get("generateName") else "<unnamed>")
+    ns = meta.get("namespace") or item.namespace or "default"
+    return f"{obj.get('kind', '?')} {ns}/{name}"
+
+
+def record(item: Item, decision: Decision) -> dict[str, Any]:
+    """The machine-readable decision for one object (the `-o json` element, and the parity unit)."""
+    out = {"source": item.source, "document": item.index, "object": identity(item)}
+    out.update(decision.as_dict())
+    out.pop("companions", None)
+    if decision.companions:
+        out["companions"] = decision.companions
+    return out
+
+
+def text(item: Item, decision: Decision, explain: bool = False, sources: dict | None = None) -> str:
+    head = f"{item.source}#{item.index}: {identity(item)}: "
+    if not decision.matched:
+        return head + f"not matched ({decision.reason})"
+    s = decision.summary
+    lines = []
+    if decision.allowed:
+        detail = ""
+        if s.get("gpuResource"):
+            detail = (f" (pool {s.get('pool')}, {s.get('pods')} × {s.get('gpusPerPod')} {s.get('gpuResource')}, "
+                      f"gang {s.get('gang')}, topology {s.get('topology')}, priority {s.get('priority')})")
+        lines.append(head + "ADMITTED" + detail)
+        if decision.patch:
+            concerns = sorted({i.concern for i in decision.injections})
+            lines.append(f"  injected {', '.join(concerns)} ({len(decision.patch)} patch operations)")
+    else:
+        lines.append(head + f"DENIED ({len(decision.denials)} problem{'s' if len(decision.denials) != 1 else ''})")
+        for v in decision.denials:
+            lines.append(f"  ✗ [{v.rule}] {v.path}: {v.message}")
+            if v.hint:
+                lines.append(f"    fix: {v.hint}")
+    for v in decision.warnings:
+        lines.append(f"  ! warning [{v.rule}] {v.path}: {v.message}" + (f" ({v.hint})" if v.hint else ""))
+    if explain:
+        for inj in decision.injections:
+            lines.append(f"    {inj.path}  <- {inj.source}")
+        if sources:
+            for v in decision.violations:
+                ref = sources.get(v.rule)
+                if ref:
+                    lines.append(f"    rule {v.rule}: {ref}")
+    for comp in decision.companions:
+        meta = comp.get("metadata", {})
+        lines.append(f"  reconciler creates {comp.get('kind')} {meta.get('namespace')}/{meta.get('name')} "
+                     f"({comp.get('apiVersion')})")
+    return "\n".join(lines)
+
+
+def to_yaml(objects: list[Any]) -> str:
+    return yaml.safe_dump_all(objects, sort_keys=False, default_flow_style=False, width=120)
+
+
+def to_json(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=False, ensure_ascii=False)
