@@ -131,3 +131,60 @@ def test_mutation_is_exact_valid_and_idempotent(obj, backend):
     # the validating phase agrees with the mutating one on the final object
     final = decide(policy, Request(deep(d.mutated), phase="validate"))
     assert {v.rule for v in final.denials} == {v.rule for v in d.denials}
+
+
+# ---- the engine never raises on malformed objects (the server would have to turn it into an error) --
+
+_SEEDS = None
+
+
+def _seeds():
+    global _SEEDS
+    if _SEEDS is None:
+        from conftest import EXAMPLES, load_yaml
+
+        _SEEDS = [d for p in sorted(EXAMPLES.glob("*.yaml")) for d in load_yaml(p)]
+    return _SEEDS
+
+
+_junk = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=8), children, max_size=3),
+    max_leaves=8)
+
+
+def _all_paths(obj, prefix=()):
+    yield prefix
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from _all_paths(v, (*prefix, k))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            yield from _all_paths(v, (*prefix, i))
+
+
+@st.composite
+def damaged(draw):
+    doc = deep(draw(st.sampled_from(_seeds())))
+    paths = [p for p in _all_paths(doc) if p]
+    for _ in range(draw(st.integers(min_value=1, max_value=5))):
+        path = draw(st.sampled_from(paths))
+        parent = doc
+        try:
+            for part in path[:-1]:
+                parent = parent[part]
+            if draw(st.booleans()) and isinstance(parent, dict):
+                parent.pop(path[-1], None)
+            else:
+                parent[path[-1]] = draw(_junk)
+        except (KeyError, IndexError, TypeError):
+            continue
+    return doc
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+@given(doc=damaged(), phase=st.sampled_from(["mutate", "validate"]))
+def test_engine_answers_damaged_objects_without_raising(doc, phase):
+    d = decide(policy_for("native-job"), Request(doc, namespace="team-nlp", phase=phase))
+    if any(v.rule == "object.malformed" for v in d.violations):
+        assert not d.allowed and d.patch == []

@@ -100,6 +100,31 @@ def cmd_policy_schema(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    # prometheus_client picks its multi-process mode when first imported: set it up before that
+    if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
+        import tempfile
+
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="trainadmit-metrics-")
+    from .server import ServerConfig, serve
+
+    policy = _load_policy(args.policy)  # fail fast with file and field, before any worker starts
+    if policy is None:
+        return EXIT_ERROR
+    config = ServerConfig(policy_dir=args.policy, cert_file=args.tls_cert, key_file=args.tls_key,
+                          cluster_files=args.cluster or [], reload_interval=args.reload_interval,
+                          enable_noop=args.enable_noop)
+    serve(config, bind=f"{args.host}:{args.port}", workers=args.workers, threads=args.threads,
+          timeout=args.timeout, graceful_timeout=args.graceful_timeout)
+    return EXIT_OK
+
+
+def cmd_certs(args: argparse.Namespace) -> int:
+    from .certs_cli import run
+
+    return run(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="trainadmit", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -120,6 +145,25 @@ def build_parser() -> argparse.ArgumentParser:
     lint.set_defaults(func=cmd_policy_lint)
     schema = psub.add_parser("schema", help="print the JSON Schema of policy documents")
     schema.set_defaults(func=cmd_policy_schema)
+
+    srv = sub.add_parser("serve", help="run the HTTPS admission webhook (POST /mutate, /validate)")
+    srv.add_argument("-p", "--policy", default=DEFAULT_POLICY_DIR)
+    srv.add_argument("--tls-cert", default=os.environ.get("TRAINADMIT_TLS_CERT", "/tls/tls.crt"))
+    srv.add_argument("--tls-key", default=os.environ.get("TRAINADMIT_TLS_KEY", "/tls/tls.key"))
+    srv.add_argument("--host", default="0.0.0.0")
+    srv.add_argument("--port", type=int, default=8443)
+    srv.add_argument("--workers", type=int, default=2, help="processes (default %(default)s)")
+    srv.add_argument("--threads", type=int, default=8, help="threads per process (default %(default)s)")
+    srv.add_argument("--timeout", type=int, default=30, help="worker heartbeat timeout, seconds")
+    srv.add_argument("--graceful-timeout", type=int, default=20, help="seconds to finish in-flight requests")
+    srv.add_argument("--reload-interval", type=float, default=2.0, help="policy directory poll, seconds")
+    srv.add_argument("--cluster", action="append", help="cluster snapshot file (until the live view exists)")
+    srv.add_argument("--enable-noop", action="store_true", help="serve POST /noop (benchmark floor)")
+    srv.set_defaults(func=cmd_serve)
+
+    from .certs_cli import add_parser as add_certs
+
+    add_certs(sub, cmd_certs)
     return parser
 
 

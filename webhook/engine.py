@@ -29,6 +29,7 @@ from .rules import gpu, quota, topology
 from .rules import nccl as nccl_rules
 from .rules import placement as placement_rules
 from .rules import storage as storage_rules
+from .shape import shape_problems
 from .workloads import HANDLED_KINDS, Workload, get_path
 
 MUTATIONS = (gang.apply, placement.apply, rdma.apply, nccl.apply, storage.apply, priority.apply)
@@ -55,7 +56,7 @@ def match(policy: PolicySet, obj: Any, namespace: str | None) -> tuple[Workload 
     if not isinstance(obj, dict):
         return None, "not a Kubernetes object"
     kind = (obj.get("apiVersion"), obj.get("kind"))
-    if kind not in HANDLED_KINDS:
+    if not all(isinstance(k, str) for k in kind) or kind not in HANDLED_KINDS:
         return None, (f"kind {kind[0]}/{kind[1]} is not handled; trainadmit acts on the batch/v1 Jobs and "
                       "v1 Pods it creates")
     if policy.is_exempt(namespace):
@@ -75,10 +76,19 @@ def decide(policy: PolicySet, request: Request, cluster: ClusterView | None = No
     obj = request.obj
     namespace = request.namespace
     if isinstance(obj, dict) and isinstance(obj.get("metadata"), dict):
-        namespace = obj["metadata"].get("namespace") or namespace
+        own = obj["metadata"].get("namespace")
+        namespace = own if isinstance(own, str) and own else namespace
     workload, reason = match(policy, obj, namespace)
     if workload is None:
         return Decision(matched=False, reason=reason, generation=policy.generation)
+    problems = shape_problems(workload)
+    if problems:
+        decision = Decision(matched=True, generation=policy.generation, reason="malformed object")
+        ctx = Context(policy, cluster, workload, Patcher(obj), namespace=namespace or "default")
+        for path, message in problems:
+            ctx.report("object.malformed", path, message, "fix the field's type")
+        decision.violations = ctx.violations
+        return decision
     if request.operation != "CREATE":
         return _non_create(policy, request, workload, cluster, namespace)
     ctx = Context(policy, cluster, workload, Patcher(obj), namespace=namespace or "default")

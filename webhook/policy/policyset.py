@@ -25,6 +25,7 @@ from .models import (
 
 # Default action of every rule. A policy may override any of them in Platform.spec.rules.
 RULE_DEFAULTS: dict[str, Action] = {
+    "object.malformed": Action.deny,
     "intent.invalid": Action.deny,
     "intent.unknown-pool": Action.deny,
     "intent.unknown-topology": Action.deny,

@@ -8,7 +8,8 @@ from ..workloads import Workload, as_dict
 
 
 def check(ctx: Context, view: Workload) -> None:
-    volumes = {v.get("name"): v for v in view.pod_spec.get("volumes") or [] if isinstance(v, dict)}
+    volumes = {v.get("name"): v for v in view.pod_spec.get("volumes") or []
+               if isinstance(v, dict) and isinstance(v.get("name"), str)}
     for ref in view.containers(include_init=False):
         memory = as_dict(as_dict(ref.body.get("resources")).get("limits")).get("memory")
         if memory is None:

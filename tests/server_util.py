@@ -1,0 +1,139 @@
+"""Start the real server as a subprocess with real certificates, and talk to it as the apiserver does."""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from conftest import ROOT
+
+from certs import pki
+
+SERVICE = "trainadmit.trainadmit-system.svc"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def issue_certs(directory: Path) -> Path:
+    pki.issue(directory, "trainadmit", "trainadmit-system")
+    return directory
+
+
+class Client:
+    """HTTPS client that connects to 127.0.0.1 but verifies the chain and the Service DNS name."""
+
+    def __init__(self, port: int, ca_file: Path, server_name: str = SERVICE, timeout: float = 10.0,
+                 keep_alive: bool = True):
+        self.port, self.server_name, self.timeout, self.keep_alive = port, server_name, timeout, keep_alive
+        self.ca_file = ca_file
+        self.conn: http.client.HTTPSConnection | None = None
+
+    def _context(self) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=str(self.ca_file))
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        return ctx
+
+    def _connect(self) -> http.client.HTTPSConnection:
+        ctx, name, port, timeout = self._context(), self.server_name, self.port, self.timeout
+
+        class Conn(http.client.HTTPSConnection):
+            def connect(self) -> None:
+                raw = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+                self.sock = ctx.wrap_socket(raw, server_hostname=name)
+
+        return Conn(name, port, timeout=timeout)
+
+    def request(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
+        if self.conn is None or not self.keep_alive:
+            self.close()
+            self.conn = self._connect()
+        headers = {"Content-Type": "application/json"} if body is not None else {}
+        try:
+            self.conn.request(method, path, body=body, headers=headers)
+            resp = self.conn.getresponse()
+            data = resp.read()
+        except Exception:
+            self.close()
+            raise
+        if resp.getheader("Connection", "").lower() == "close":
+            self.close()
+        return resp.status, data
+
+    def post_review(self, path: str, review: dict) -> tuple[int, dict | bytes]:
+        status, data = self.request("POST", path, json.dumps(review).encode())
+        try:
+            return status, json.loads(data)
+        except ValueError:
+            return status, data
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+
+class Server:
+    def __init__(self, policy_dir: Path, cert_dir: Path, workers: int = 2, extra: list[str] | None = None,
+                 log: Path | None = None):
+        self.port = free_port()
+        self.cert_dir = cert_dir
+        self.log = log or cert_dir / "server.log"
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+        self._log_file = open(self.log, "wb")  # noqa: SIM115 - lives as long as the server process
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "webhook.cli", "serve", "-p", str(policy_dir),
+             "--tls-cert", str(cert_dir / "tls.crt"), "--tls-key", str(cert_dir / "tls.key"),
+             "--host", "127.0.0.1", "--port", str(self.port), "--workers", str(workers),
+             "--reload-interval", "0.5", *(extra or [])],
+            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=self._log_file)
+
+    def client(self, **kw) -> Client:
+        return Client(self.port, self.cert_dir / "ca.crt", **kw)
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited {self.proc.returncode}: {self.log.read_text()[-2000:]}")
+            try:
+                status, _ = self.client(keep_alive=False, timeout=2).request("GET", "/readyz")
+                if status == 200:
+                    return
+                last = status
+            except OSError as exc:
+                last = exc
+            time.sleep(0.2)
+        raise RuntimeError(f"server not ready: {last}")
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+    def log_lines(self) -> list[dict]:
+        out = []
+        for line in self.log.read_text().splitlines():
+            if line.startswith("{"):
+                with contextlib.suppress(ValueError):
+                    out.append(json.loads(line))
+        return out

@@ -1,0 +1,169 @@
+"""Certificate rotation (serving and CA) and a policy swap while a client keeps sending requests.
+
+The policy directory is laid out like a ConfigMap mount (files are symlinks through ``..data``,
+which is swapped atomically); certificates are rotated in place by ``certs.pki.rotate`` with an
+injected clock. Expected: zero failed requests, every response from exactly one generation, and
+the generation switching once and for good.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+import os
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import yaml
+from conftest import POLICIES, load_yaml
+from server_util import Server
+
+from certs import pki
+
+
+def configmap_dir(root: Path, source: Path, version: str) -> None:
+    """Write ``source`` as a new ConfigMap version under ``root`` and swap ..data to it."""
+    target = root / f"..{version}"
+    shutil.copytree(source, target)
+    tmp = root / "..data_tmp"
+    if tmp.is_symlink():
+        tmp.unlink()
+    tmp.symlink_to(target.name)
+    os.replace(tmp, root / "..data")
+    for f in source.iterdir():
+        link = root / f.name
+        if not link.is_symlink():
+            link.symlink_to(Path("..data") / f.name)
+
+
+def generations_in(resp: dict) -> set[str]:
+    ops = json.loads(base64.b64decode(resp["patch"])) if "patch" in resp else []
+    return {json.loads(op["value"])["generation"] for op in ops if op["path"].endswith("trainadmit.io~1applied")}
+
+
+def test_rotation_and_policy_swap_under_load(tmp_path):
+    gen2_src = tmp_path / "gen2"
+    shutil.copytree(POLICIES, gen2_src)
+    platform = load_yaml(gen2_src / "platform.yaml")[0]
+    platform["spec"]["shm"]["sizeLimit"] = "32Gi"
+    (gen2_src / "platform.yaml").write_text(yaml.safe_dump(platform))
+    policy_dir = tmp_path / "policy-mount"
+    policy_dir.mkdir()
+    configmap_dir(policy_dir, POLICIES, "v1")
+
+    certs = tmp_path / "tls"
+    now = pki.utcnow()
+    # issued long ago: the CA is now within a year of expiry, the serving certificate within 60 days
+    pki.issue(certs, "trainadmit", "trainadmit-system", now=now - dt.timedelta(days=3300), serving_days=3360)
+    server = Server(policy_dir, certs, workers=1)
+    server.wait_ready()
+
+    job = load_yaml(Path(__file__).resolve().parent.parent / "examples" / "llama-pretrain.yaml")[0]
+    body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": "u", "operation": "CREATE", "namespace": "team-nlp", "object": job,
+                        "kind": {"group": "batch", "version": "v1", "kind": "Job"}}}
+    results: list[tuple[float, str, object]] = []
+    stop = threading.Event()
+
+    def send(keep_alive: bool) -> None:
+        client = server.client(keep_alive=keep_alive)
+        i = 0
+        while not stop.is_set():
+            i += 1
+            body_i = json.loads(json.dumps(body))
+            body_i["request"]["uid"] = f"{keep_alive}-{i}"
+            try:
+                status, reply = client.post_review("/mutate", body_i)
+                gens = generations_in(reply["response"]) if status == 200 else set()
+                ok = status == 200 and reply["response"]["uid"] == body_i["request"]["uid"] and len(gens) == 1
+                results.append((time.monotonic(), "ok" if ok else f"bad {status} {gens}", gens))
+            except Exception as exc:
+                results.append((time.monotonic(), f"error {exc!r}", set()))
+                client.close()
+
+    threads = [threading.Thread(target=send, args=(ka,)) for ka in (True, False, False)]
+    for t in threads:
+        t.start()
+    try:
+        time.sleep(1.0)
+        first_serial = pki.CertDir(certs).serving().serial_number
+        # 1. CA rotation, in three steps: the new CA joins the bundle (clients re-read it); the serving
+        #    certificate moves to the new CA after the overlap; the old CA leaves the bundle
+        assert pki.rotate(certs, now=now).rotated_ca
+        assert len(pki.CertDir(certs).bundle()) == 2
+        time.sleep(1.0)
+        assert pki.rotate(certs, now=now, overlap=dt.timedelta(0)).rotated_serving
+        time.sleep(1.5)
+        # 2. policy swap through the ..data symlink
+        configmap_dir(policy_dir, gen2_src, "v2")
+        time.sleep(1.5)
+        assert pki.rotate(certs, now=now, overlap=dt.timedelta(0)).dropped_old_ca
+        assert len(pki.CertDir(certs).bundle()) == 1
+        time.sleep(1.0)
+        # 3. the serving certificate enters its renewal window -> re-issued by the current CA
+        assert pki.rotate(certs, now=now, serving_renew_before=dt.timedelta(days=400)).rotated_serving
+        time.sleep(1.5)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+    final_serial = pki.CertDir(certs).serving().serial_number
+    assert final_serial != first_serial
+    failures = [r for r in results if r[1] != "ok"]
+    assert failures == [], failures[:5]
+    assert len(results) > 50
+    gens = [next(iter(g)) for _, _, g in sorted(results, key=lambda r: r[0])]
+    first, last = gens[0], gens[-1]
+    assert first != last
+    switch = gens.index(last)
+    assert set(gens[:switch]) == {first} and set(gens[switch:]) == {last}, "generation must switch once"
+    # served certificate really changed: a client that trusts only the final bundle connects
+    status, _ = server.client(keep_alive=False).request("GET", "/readyz")
+    assert status == 200
+    events = [x["event"] for x in server.log_lines()]
+    assert events.count("policy_loaded") == 2
+    assert events.count("certificate_loaded") >= 3
+    assert server.stop() == 0
+
+
+def test_broken_policy_update_keeps_serving_the_old_one(tmp_path):
+    policy_dir = tmp_path / "policy-mount"
+    policy_dir.mkdir()
+    configmap_dir(policy_dir, POLICIES, "v1")
+    broken = tmp_path / "broken"
+    shutil.copytree(POLICIES, broken)
+    (broken / "pools.yaml").write_text((broken / "pools.yaml").read_text().replace("perNode: 8", "perNode: eight"))
+    certs = tmp_path / "tls"
+    pki.issue(certs, "trainadmit", "trainadmit-system")
+    server = Server(policy_dir, certs, workers=1)
+    server.wait_ready()
+    c = server.client()
+    before = json.loads(c.request("GET", "/readyz")[1])["generation"]
+    configmap_dir(policy_dir, broken, "v2")
+    time.sleep(2.0)
+    status, body = c.request("GET", "/readyz")
+    assert status == 200
+    ready = json.loads(body)
+    assert ready["generation"] == before and "perNode" in ready["lastReloadError"]
+    metrics = c.request("GET", "/metrics")[1].decode()
+    assert "trainadmit_policy_reload_failures_total 1.0" in metrics
+    failed = [x for x in server.log_lines() if x["event"] == "policy_reload_failed"]
+    assert failed and failed[0]["keeping"] == before
+    assert server.stop() == 0
+
+
+def test_not_ready_without_policy(tmp_path):
+    certs = tmp_path / "tls"
+    pki.issue(certs, "trainadmit", "trainadmit-system")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "platform.yaml").write_text("apiVersion: trainadmit.io/v1alpha1\nkind: Platform\nmetadata: {name: p}\n")
+    server = Server(empty, certs, workers=1)
+    server.wait_ready()  # a Platform alone is a valid (if empty) policy
+    (empty / "platform.yaml").write_text("kind: [")
+    time.sleep(1.5)
+    assert server.client().request("GET", "/readyz")[0] == 200  # still the last good policy
+    server.stop()
