@@ -75,6 +75,15 @@ class Context:
         self._note((*list_path, "-"), concern, source)
         self.changed.append((list_path, concern))
 
+    def inject_extend(self, list_path: Path, items: list[tuple[object, str]], concern: str) -> None:
+        """Append (value, source) items to a list in as few patch operations as possible."""
+        if not items:
+            return
+        self.patcher.extend(list_path, [v for v, _ in items])
+        for _, source in items:
+            self._note((*list_path, "-"), concern, source)
+        self.changed.append((list_path, concern))
+
     def _note(self, path: Path, concern: str, source: str) -> None:
         self.injections.append(Injection(path, concern, source))
         if concern not in self.concerns:

@@ -12,7 +12,7 @@ from typing import Any
 from .policy.models import Action
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Violation:
     """A rule that fired: its id, the field at fault, what is wrong and what to change."""
 
@@ -33,7 +33,7 @@ class Violation:
                 "message": self.message, "hint": self.hint}
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Injection:
     """One field trainadmit set, and the policy setting that drove it (for --explain)."""
 

@@ -125,6 +125,16 @@ class Patcher:
         for key in [k for k in self._containers if len(k) >= n and k[:n] == path]:
             del self._containers[key]
 
+    def extend(self, list_path: Path, values: list) -> None:
+        """Append several items: one operation when the list is created, one per item otherwise."""
+        if not values:
+            return
+        if not isinstance(self.get(list_path), list):
+            self.set(list_path, list(values))
+            return
+        for value in values:
+            self.append(list_path, value)
+
     def append(self, list_path: Path, value: Any) -> None:
         """Append to a list, creating it when it is missing or null."""
         current = self.get(list_path)

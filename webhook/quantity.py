@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
@@ -50,6 +51,19 @@ def parse_quantity(value: object) -> Decimal:
 
 def as_count(value: object) -> int | None:
     """A whole-number quantity (GPUs, NICs) or None when the value is not a whole number."""
+    if type(value) is int:
+        return value if 0 <= value <= 10**9 else None
+    if type(value) is str:
+        return _count_str(value)
+    return _count(value)
+
+
+@lru_cache(maxsize=4096)
+def _count_str(value: str) -> int | None:
+    return _count(value)
+
+
+def _count(value: object) -> int | None:
     try:
         q = parse_quantity(value)
     except QuantityError:

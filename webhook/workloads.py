@@ -8,6 +8,7 @@ defaults the apiserver would apply, so that both paths reach the same decision.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from .quantity import as_count
@@ -64,7 +65,10 @@ class ContainerRef:
 
 
 class Workload:
-    """A read-only view of a Job or Pod: identity, pod template location and scheduling facts."""
+    """A read-only view of a Job or Pod: identity, pod template location and scheduling facts.
+
+    A view describes one state of one object: values are computed once and cached, so build a new
+    view (``Context.current``) after the object changed."""
 
     def __init__(self, obj: dict):
         self.obj = obj
@@ -75,7 +79,7 @@ class Workload:
         self.pod_spec_path: Path = (*self.template_root, "spec")
 
     # ---- identity ---------------------------------------------------------------------------
-    @property
+    @cached_property
     def meta(self) -> dict:
         return as_dict(self.obj.get("metadata"))
 
@@ -98,11 +102,11 @@ class Workload:
         ns = self.meta.get("namespace")
         return ns if isinstance(ns, str) and ns else None
 
-    @property
+    @cached_property
     def labels(self) -> dict:
         return as_dict(self.meta.get("labels"))
 
-    @property
+    @cached_property
     def annotations(self) -> dict:
         return as_dict(self.meta.get("annotations"))
 
@@ -114,11 +118,11 @@ class Workload:
         return None
 
     # ---- pod template -----------------------------------------------------------------------
-    @property
+    @cached_property
     def pod_spec(self) -> dict:
         return as_dict(get_path(self.obj, self.pod_spec_path))
 
-    @property
+    @cached_property
     def pod_meta(self) -> dict:
         return as_dict(get_path(self.obj, self.pod_meta_path))
 

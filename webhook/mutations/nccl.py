@@ -14,11 +14,13 @@ def apply(ctx: Context) -> None:
     source = f"Pool {r.pool_name}: spec.nccl.env"
     for ref in gpu_containers(ctx):
         env_path = (*w.container_path(ref), "env")
+        env = ctx.patcher.get(env_path) or []
+        index = {e.get("name"): i for i, e in enumerate(env) if isinstance(e, dict)}
+        missing = []
         for name, value in r.pool.nccl.env.items():
-            env = ctx.patcher.get(env_path) or []
-            found = next((i for i, e in enumerate(env) if isinstance(e, dict) and e.get("name") == name), None)
+            found = index.get(name)
             if found is None:
-                ctx.inject_append(env_path, {"name": name, "value": value}, "nccl", f"{source}.{name}")
+                missing.append(({"name": name, "value": value}, f"{source}.{name}"))
                 continue
             entry = env[found]
             if entry.get("value") == value and "valueFrom" not in entry:
@@ -26,3 +28,4 @@ def apply(ctx: Context) -> None:
             else:
                 user = entry.get("value", "<valueFrom>")
                 ctx.conflict(Enforceable.ncclEnv, (*env_path, found, "value"), user, value)
+        ctx.inject_extend(env_path, missing, "nccl")

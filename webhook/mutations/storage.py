@@ -27,37 +27,46 @@ def volume_name(prefix: str, name: str) -> str:
     return f"{full[:54]}-{digest}"
 
 
-def _ensure_volume(ctx: Context, volume: dict, concern: str, source: str) -> None:
-    path = (*ctx.workload.pod_spec_path, "volumes")
-    volumes = ctx.patcher.get(path) or []
-    if any(isinstance(v, dict) and v.get("name") == volume["name"] for v in volumes):
-        ctx._note(path, concern, source)
-    else:
-        ctx.inject_append(path, volume, concern, source)
+class _Batch:
+    """Volumes, mounts and env entries to add, collected first and written with few patch operations."""
 
+    def __init__(self, ctx: Context):
+        self.ctx = ctx
+        self.volumes: list[tuple[dict, str]] = []
+        self.lists: dict[tuple, list[tuple[object, str]]] = {}
 
-def _ensure_mount(ctx: Context, container_path: tuple, mount: dict, concern: str, source: str) -> bool:
-    """Add a volumeMount unless the path is taken; a different volume there is a conflict (False)."""
-    path = (*container_path, "volumeMounts")
-    mounts = ctx.patcher.get(path) or []
-    for i, m in enumerate(mounts):
-        if not isinstance(m, dict) or m.get("mountPath") != mount["mountPath"]:
-            continue
-        if m.get("name") == mount["name"]:
-            ctx._note((*path, i), concern, source)
-            return True
-        return False
-    ctx.inject_append(path, mount, concern, source)
-    return True
+    def volume(self, volume: dict, source: str) -> None:
+        path = (*self.ctx.workload.pod_spec_path, "volumes")
+        existing = self.ctx.patcher.get(path) or []
+        if any(isinstance(v, dict) and v.get("name") == volume["name"] for v in existing):
+            self.ctx._note(path, "storage", source)
+        elif all(v["name"] != volume["name"] for v, _ in self.volumes):
+            self.volumes.append((volume, source))
 
+    def mount(self, container_path: tuple, mount: dict, source: str) -> bool:
+        """Queue a volumeMount unless the path is taken; a different volume there is a conflict (False)."""
+        path = (*container_path, "volumeMounts")
+        for i, m in enumerate(self.ctx.patcher.get(path) or []):
+            if not isinstance(m, dict) or m.get("mountPath") != mount["mountPath"]:
+                continue
+            if m.get("name") == mount["name"]:
+                self.ctx._note((*path, i), "storage", source)
+                return True
+            return False
+        self.lists.setdefault(path, []).append((mount, source))
+        return True
 
-def _ensure_env(ctx: Context, container_path: tuple, name: str, value: str, concern: str, source: str) -> None:
-    path = (*container_path, "env")
-    env = ctx.patcher.get(path) or []
-    if any(isinstance(e, dict) and e.get("name") == name for e in env):
-        ctx._note(path, concern, source)  # a user value for the same variable wins
-    else:
-        ctx.inject_append(path, {"name": name, "value": value}, concern, source)
+    def env(self, container_path: tuple, name: str, value: str, source: str) -> None:
+        path = (*container_path, "env")
+        if any(isinstance(e, dict) and e.get("name") == name for e in self.ctx.patcher.get(path) or []):
+            self.ctx._note(path, "storage", source)  # a user value for the same variable wins
+        else:
+            self.lists.setdefault(path, []).append(({"name": name, "value": value}, source))
+
+    def flush(self) -> None:
+        self.ctx.inject_extend((*self.ctx.workload.pod_spec_path, "volumes"), self.volumes, "storage")
+        for path, items in self.lists.items():
+            self.ctx.inject_extend(path, items, "storage")
 
 
 def apply(ctx: Context) -> None:
@@ -65,43 +74,41 @@ def apply(ctx: Context) -> None:
     containers = gpu_containers(ctx)
     if not containers:
         return
+    batch = _Batch(ctx)
     for ds_name, ds in r.datasets:
         vol = volume_name("ta-dataset", ds_name)
         source = f"Dataset {ds_name}"
-        _ensure_volume(ctx, {"name": vol, "persistentVolumeClaim": {"claimName": ds.claimName, "readOnly": True}},
-                       "storage", source)
+        batch.volume({"name": vol, "persistentVolumeClaim": {"claimName": ds.claimName, "readOnly": True}}, source)
         for ref in containers:
             mount = {"name": vol, "mountPath": ds.mountPath, "readOnly": True}
             if ds.subPath:
                 mount["subPath"] = ds.subPath
             cpath = w.container_path(ref)
-            if not _ensure_mount(ctx, cpath, mount, "storage", source):
+            if not batch.mount(cpath, mount, source):
                 ctx.report("storage.mount-conflict", field_path((*cpath, "volumeMounts")),
                            f"container {ref.name} already mounts something at {ds.mountPath}, where dataset "
                            f"{ds_name} goes", "remove that mount or the dataset from trainadmit.io/datasets")
     if r.checkpoint is not None:
         ck_name, ck = r.checkpoint
         source = f"CheckpointClass {ck_name}"
-        _ensure_volume(ctx, {"name": CHECKPOINT_VOLUME, "persistentVolumeClaim": {"claimName": ck.claimName}},
-                       "storage", source)
+        batch.volume({"name": CHECKPOINT_VOLUME, "persistentVolumeClaim": {"claimName": ck.claimName}}, source)
         for ref in containers:
             cpath = w.container_path(ref)
-            if not _ensure_mount(ctx, cpath, {"name": CHECKPOINT_VOLUME, "mountPath": ck.mountPath},
-                                 "storage", source):
+            if not batch.mount(cpath, {"name": CHECKPOINT_VOLUME, "mountPath": ck.mountPath}, source):
                 ctx.report("storage.mount-conflict", field_path((*cpath, "volumeMounts")),
                            f"container {ref.name} already mounts something at {ck.mountPath}, where checkpoint "
                            f"class {ck_name} goes", "remove that mount or set trainadmit.io/checkpoint: none")
             for name, value in ck.env.items():
-                _ensure_env(ctx, cpath, name, value, "storage", f"{source}: spec.env.{name}")
-    _shm(ctx, containers)
+                batch.env(cpath, name, value, f"{source}: spec.env.{name}")
+    _shm(ctx, containers, batch)
+    batch.flush()
 
 
-def _shm(ctx: Context, containers: list) -> None:
+def _shm(ctx: Context, containers: list, batch: _Batch) -> None:
     w = ctx.workload
     size = ctx.policy.platform.shm.sizeLimit
     source = "Platform.spec.shm.sizeLimit"
     volume = {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": size}}
-    added_volume = False
     for ref in containers:
         cpath = w.container_path(ref)
         mounts = ctx.patcher.get((*cpath, "volumeMounts")) or []
@@ -110,7 +117,5 @@ def _shm(ctx: Context, containers: list) -> None:
         if theirs is not None:
             ctx.conflict(Enforceable.shm, (*cpath, "volumeMounts"), theirs.get("name"), SHM_VOLUME)
             continue
-        if not added_volume:
-            _ensure_volume(ctx, volume, "storage", source)
-            added_volume = True
-        _ensure_mount(ctx, cpath, {"name": SHM_VOLUME, "mountPath": SHM_PATH}, "storage", source)
+        batch.volume(volume, source)
+        batch.mount(cpath, {"name": SHM_VOLUME, "mountPath": SHM_PATH}, source)

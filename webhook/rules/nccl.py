@@ -19,13 +19,15 @@ def check(ctx: Context, view: Workload) -> None:
             name, value = entry.get("name"), entry.get("value")
             if not isinstance(name, str) or not name.startswith("NCCL_") or not isinstance(value, str):
                 continue
+            if pool_env.get(name) == value:
+                continue  # the pool's own values were checked when the policy loaded
             path = field_path((*view.container_path(ref), "env", i))
             problem = check_nccl_value(name, value)
             if problem is not None:
                 rule = "nccl.syntax" if problem.severity == "error" else "nccl.syntax-warning"
                 ctx.report(rule, path, f"{name}={value!r} in container {ref.name}: {problem.message}",
                            "see the NCCL environment variable reference")
-            if name in DEBUGGING_VARS and pool_env.get(name) != value:
+            if name in DEBUGGING_VARS:
                 ctx.report("nccl.debugging-variable", path,
                            f"NCCL documents {name} as a debugging variable, not for production runs",
                            "remove it once the problem it works around is understood")
