@@ -64,7 +64,7 @@ def run_wrk(url: str, script: Path, connections: int, duration: int) -> dict:
     m = re.search(r"RESULT (\d+) (\d+) ([\d.]+) ([\d.]+) ([\d.]+) (\d+)", out)
     if not m:
         raise SystemExit(f"unexpected wrk output:\n{out}")
-    reqs, dur_us, p50, p99, mx, errors = m.groups()
+    reqs, dur_us, p50, p99, _mx, errors = m.groups()
     return {"rps": int(reqs) / (int(dur_us) / 1e6), "p50_ms": float(p50) / 1000, "p99_ms": float(p99) / 1000,
             "errors": int(errors), "requests": int(reqs)}
 

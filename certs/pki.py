@@ -226,11 +226,14 @@ def rotate(directory: Path, now: dt.datetime | None = None, serving_renew_before
         d.write([*bundle, new_ca.cert], new_ca, _reload_serving(d, serving))
         return RotationResult(True, False, False, "CA within its renewal window: new CA added to the bundle; "
                                                   "the serving certificate moves to it after the overlap")
-    signer_is_newest = serving.issuer == newest.subject
-    if not signer_is_newest and now - newest.not_valid_before_utc >= overlap:
-        serving_pair = issue_serving(ca, names, ips, days=serving_days, now=now, algorithm=algorithm)
-        d.write(bundle, ca, serving_pair)
-        return RotationResult(False, True, False, "serving certificate re-issued by the new CA")
+    if serving.issuer != newest.subject:  # a CA rotation is under way
+        waited = now - newest.not_valid_before_utc
+        if waited >= overlap or serving.not_valid_after_utc <= now:
+            serving_pair = issue_serving(ca, names, ips, days=serving_days, now=now, algorithm=algorithm)
+            d.write(bundle, ca, serving_pair)
+            return RotationResult(False, True, False, "serving certificate re-issued by the new CA")
+        return RotationResult(False, False, False, f"CA rotation under way: both CAs trusted; the serving "
+                                                   f"certificate moves after {overlap - waited} more")
     if serving.not_valid_after_utc - now <= serving_renew_before:
         serving_pair = issue_serving(ca, names, ips, days=serving_days, now=now, algorithm=algorithm)
         d.write(bundle, ca, serving_pair)

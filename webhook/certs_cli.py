@@ -26,6 +26,13 @@ def add_parser(sub, func) -> None:
     rotate.add_argument("--renew-before-days", type=int, default=90)
     rotate.add_argument("--ca-renew-before-days", type=int, default=365)
     rotate.add_argument("--overlap-days", type=int, default=7, help="both CAs trusted this long before the switch")
+    inject = csub.add_parser("inject-ca", help="put the CA bundle into the webhook configurations")
+    inject.add_argument("--ca", default="certs/out/ca.crt", help="CA bundle file (PEM, may hold two CAs)")
+    inject.add_argument("--name", default="trainadmit", help="webhook configuration name")
+    inject.add_argument("manifests", nargs="*", help="print these manifests (files, dirs, -) with caBundle set")
+    inject.add_argument("--apply", action="store_true",
+                        help="patch the live configurations through the Kubernetes API (in-cluster or kubeconfig)")
+    inject.set_defaults(func=func)
     check = csub.add_parser("check", help="days left, chain and names")
     check.add_argument("--dir", default="certs/out")
     check.add_argument("--name", default="trainadmit")
@@ -63,6 +70,16 @@ def run(args: argparse.Namespace) -> int:
                             ca_renew_before=dt.timedelta(days=args.ca_renew_before_days),
                             overlap=dt.timedelta(days=args.overlap_days))
         print(result.reason)
+        return 0
+    if args.certs_command == "inject-ca":
+        from certs.inject import apply_ca_bundle, inject_manifests
+
+        bundle = Path(args.ca).read_bytes()
+        if args.apply:
+            for line in apply_ca_bundle(bundle, args.name):
+                print(line)
+            return 0
+        print(inject_manifests(args.manifests or ["-"], bundle, args.name), end="")
         return 0
     report = pki.check(Path(args.dir), pki.service_names(args.name, args.namespace)[:2])
     print("\n".join(report.lines))

@@ -125,6 +125,15 @@ def cmd_certs(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def cmd_policy_configmap(args: argparse.Namespace) -> int:
+    from .policy.configmap import policy_configmap
+
+    if _load_policy(args.dir) is None:
+        return EXIT_ERROR
+    print(policy_configmap(args.dir, args.name, args.namespace), end="")
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="trainadmit", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -145,6 +154,11 @@ def build_parser() -> argparse.ArgumentParser:
     lint.set_defaults(func=cmd_policy_lint)
     schema = psub.add_parser("schema", help="print the JSON Schema of policy documents")
     schema.set_defaults(func=cmd_policy_schema)
+    cm = psub.add_parser("configmap", help="print the policy directory as a ConfigMap manifest")
+    cm.add_argument("dir", nargs="?", default=DEFAULT_POLICY_DIR)
+    cm.add_argument("--name", default="trainadmit-policies")
+    cm.add_argument("--namespace", default="trainadmit-system")
+    cm.set_defaults(func=cmd_policy_configmap)
 
     srv = sub.add_parser("serve", help="run the HTTPS admission webhook (POST /mutate, /validate)")
     srv.add_argument("-p", "--policy", default=DEFAULT_POLICY_DIR)

@@ -1,0 +1,196 @@
+"""deploy/: every rendered manifest is valid for Kubernetes 1.37; the safety properties are asserted."""
+
+from __future__ import annotations
+
+import base64
+import shutil
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import EXAMPLES, FIXTURES, POLICIES, ROOT, load_yaml, review, schema_errors
+
+from webhook.engine import match
+
+OVERLAYS = ["default", "cert-manager"]
+CERT_MANAGER_KINDS = {"Issuer", "Certificate"}  # CRDs: not in the Kubernetes schemas
+EXEMPT = {"kube-system", "kube-public", "kube-node-lease", "trainadmit-system"}
+
+
+@cache
+def render(overlay: str) -> tuple:
+    kubectl = shutil.which("kubectl")
+    assert kubectl, "kubectl (with kustomize) is needed to render deploy/overlays"
+    out = subprocess.run([kubectl, "kustomize", str(ROOT / "deploy" / "overlays" / overlay)],
+                         capture_output=True, text=True, check=True, timeout=60).stdout
+    return tuple(d for d in yaml.safe_load_all(out) if d)
+
+
+def one(objs, kind, name="trainadmit"):
+    [obj] = [o for o in objs if o["kind"] == kind and o["metadata"]["name"] == name]
+    return obj
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_manifest_is_valid_for_1_37(overlay):
+    objs = render(overlay)
+    kinds = {o["kind"] for o in objs}
+    assert {"Namespace", "ServiceAccount", "ClusterRole", "Deployment", "PodDisruptionBudget", "Service",
+            "ConfigMap", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"} <= kinds
+    for obj in objs:
+        if obj["kind"] in CERT_MANAGER_KINDS:
+            assert overlay == "cert-manager"
+            continue
+        assert schema_errors(obj) == [], f"{obj['kind']}/{obj['metadata']['name']}"
+
+
+def test_deployment_is_replicated_and_restricted():
+    dep = one(render("default"), "Deployment")
+    spec = dep["spec"]["template"]["spec"]
+    assert dep["spec"]["replicas"] == 3
+    assert spec["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0][
+        "podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    [c] = spec["containers"]
+    sc = c["securityContext"]
+    assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True
+    assert sc["capabilities"] == {"drop": ["ALL"]} and sc["runAsNonRoot"] is True
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "https", "scheme": "HTTPS"}
+    assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert set(c["resources"]["requests"]) == {"cpu", "memory"} and set(c["resources"]["limits"]) == {"cpu", "memory"}
+    assert c["args"][0] == "serve"
+    pdb = one(render("default"), "PodDisruptionBudget")
+    assert pdb["spec"]["minAvailable"] == 2
+    assert pdb["spec"]["selector"]["matchLabels"] == dep["spec"]["selector"]["matchLabels"]
+
+
+def test_rbac_is_least_privilege():
+    objs = render("default")
+    cluster = one(objs, "ClusterRole")
+    writes = {(g, r) for rule in cluster["rules"] for g in rule["apiGroups"] for r in rule["resources"]
+              if set(rule["verbs"]) & {"create", "update", "patch", "delete"}}
+    assert writes == {("scheduling.k8s.io", "podgroups"), ("scheduling.x-k8s.io", "podgroups"),
+                      ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"),
+                      ("admissionregistration.k8s.io", "validatingwebhookconfigurations")}
+    webhook_rule = next(r for r in cluster["rules"] if "admissionregistration.k8s.io" in r["apiGroups"])
+    assert webhook_rule["resourceNames"] == ["trainadmit"]
+    assert not any("*" in rule["verbs"] or "*" in rule["resources"] for rule in cluster["rules"])
+    role = one(objs, "Role")
+    assert all(r["resources"] in (["secrets"], ["leases"]) for r in role["rules"])
+
+
+def _webhooks(overlay="default"):
+    objs = render(overlay)
+    return one(objs, "MutatingWebhookConfiguration")["webhooks"][0], one(objs, "ValidatingWebhookConfiguration")["webhooks"][0]
+
+
+def test_webhook_configurations_are_narrow_and_bounded():
+    mutating, validating = _webhooks()
+    for wh in (mutating, validating):
+        assert wh["admissionReviewVersions"] == ["v1"]
+        assert wh["sideEffects"] == "None"
+        assert 1 <= wh["timeoutSeconds"] <= 5
+        assert wh["failurePolicy"] in ("Fail", "Ignore")
+        expr = wh["namespaceSelector"]["matchExpressions"][0]
+        assert expr["key"] == "kubernetes.io/metadata.name" and expr["operator"] == "NotIn"
+        assert set(expr["values"]) == EXEMPT
+        resources = {(g, r) for rule in wh["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
+        assert resources == {("batch", "jobs"), ("", "pods")}
+        assert wh["clientConfig"]["service"]["namespace"] == "trainadmit-system"
+    assert mutating["reinvocationPolicy"] == "IfNeeded"
+    assert mutating["clientConfig"]["service"]["path"] == "/mutate"
+    assert validating["clientConfig"]["service"]["path"] == "/validate"
+    assert {op for r in mutating["rules"] for op in r["operations"]} == {"CREATE"}
+    assert "DELETE" not in {op for r in validating["rules"] for op in r["operations"]}
+
+
+def test_cert_manager_overlay_injects_the_ca():
+    objs = render("cert-manager")
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        assert one(objs, kind)["metadata"]["annotations"] == {
+            "cert-manager.io/inject-ca-from": "trainadmit-system/trainadmit-serving"}
+    cert = one(objs, "Certificate", "trainadmit-serving")
+    assert cert["spec"]["secretName"] == one(objs, "Deployment")["spec"]["template"]["spec"]["volumes"][0][
+        "secret"]["secretName"]
+    assert "trainadmit.trainadmit-system.svc" in cert["spec"]["dnsNames"]
+
+
+# ---- matchConditions: compiled with a real CEL runtime, evaluated as the apiserver would ----------
+
+
+def _cel_env():
+    from cel_expr_python import cel
+
+    return cel, cel.NewEnv(variables={"object": cel.Type.DYN, "oldObject": cel.Type.DYN, "request": cel.Type.DYN})
+
+
+def _selected(programs, obj: dict) -> bool:
+    resource = "jobs" if obj["kind"] == "Job" else "pods"
+    data = {"object": obj, "oldObject": None,
+            "request": {"resource": {"group": "batch" if resource == "jobs" else "", "version": "v1",
+                                     "resource": resource}, "operation": "CREATE", "subResource": ""}}
+    return all(p.eval(data=data).plain_value() is True for p in programs)
+
+
+def _objects():
+    out = [d for p in sorted(EXAMPLES.glob("*.yaml")) for d in load_yaml(p)]
+    out += [d for p in sorted((FIXTURES / "real-world").glob("*.y*ml")) for d in load_yaml(p)]
+    out += [review(n)["request"]["object"] for n in ("job-03-mutate-Job-CREATE.json", "job-05-mutate-Job-CREATE.json",
+                                                     "pod-01-mutate-Pod-CREATE.json")]
+    pod_of_job = load_yaml(FIXTURES / "admission-reviews" / "submitted-job.yaml")[0]["spec"]["template"]
+    out.append({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "llama-0", "ownerReferences": [
+        {"apiVersion": "batch/v1", "kind": "Job", "name": "llama", "uid": "u", "controller": True}]},
+        "spec": pod_of_job["spec"]})
+    return [o for o in out if o.get("kind") in ("Job", "Pod")]
+
+
+@pytest.mark.parametrize("which", ["mutating", "validating"])
+def test_match_conditions_compile_and_select_exactly_the_gpu_workloads(policy, which):
+    _cel, env = _cel_env()
+    wh = _webhooks()[0 if which == "mutating" else 1]
+    programs = [env.compile(mc["expression"]) for mc in wh["matchConditions"]]
+    assert len(programs) == len(wh["matchConditions"])
+    selected = skipped = 0
+    for obj in _objects():
+        expected, _ = match(policy, obj, "team-nlp")
+        got = _selected(programs, obj)
+        assert got == (expected is not None), (obj["kind"], obj.get("metadata", {}).get("name"))
+        selected += got
+        skipped += not got
+    assert selected >= 5 and skipped >= 5
+
+
+def test_policy_configmap_is_current():
+    generated = subprocess.run([sys.executable, "-m", "webhook.cli", "policy", "configmap", str(POLICIES)],
+                               capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    assert (ROOT / "deploy" / "base" / "policies.yaml").read_text() == generated, \
+        "run: trainadmit policy configmap policies > deploy/base/policies.yaml"
+
+
+def test_inject_ca_prints_valid_manifests_with_the_bundle(tmp_path):
+    from certs import pki
+
+    pki.issue(tmp_path, "trainadmit", "trainadmit-system")
+    rendered = tmp_path / "rendered.yaml"
+    rendered.write_text(yaml.safe_dump_all(list(render("default"))))
+    out = subprocess.run([sys.executable, "-m", "webhook.cli", "certs", "inject-ca", "--ca", str(tmp_path / "ca.crt"),
+                          str(rendered)], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    docs = [d for d in yaml.safe_load_all(out) if d]
+    bundle = base64.b64encode((tmp_path / "ca.crt").read_bytes()).decode()
+    hooks = [d for d in docs if d["kind"].endswith("WebhookConfiguration")]
+    assert len(hooks) == 2
+    for d in hooks:
+        assert all(w["clientConfig"]["caBundle"] == bundle for w in d["webhooks"])
+        assert schema_errors(d) == []
+    assert len(docs) == len(render("default"))
+
+
+def test_dockerfile_runs_serve_as_non_root():
+    text = (ROOT / "Dockerfile").read_text()
+    assert "USER 65532:65532" in text
+    assert 'ENTRYPOINT ["trainadmit"]' in text and '"serve"' in text
+    assert Path(ROOT / "deploy" / "base" / "deployment.yaml").exists()
