@@ -62,7 +62,7 @@ def test_unreadable_input_and_invalid_policy_exit_2(tmp_path):
                                        "spec: {gang: {backend: slurm}}\n")
     r = trainadmit("check", "-p", str(pol), str(EXAMPLES / "llama-pretrain.yaml"))
     assert r.returncode == 2
-    assert "platform.yaml:1 (document 1): spec.gang.backend:" in r.stderr
+    assert "platform.yaml:4 (document 1): spec.gang.backend:" in r.stderr  # the line of the field
 
 
 def test_admission_review_input_and_cluster_snapshot():
@@ -77,7 +77,7 @@ def test_admission_review_input_and_cluster_snapshot():
 def test_explain_names_the_policy_setting_behind_each_field():
     r = trainadmit("check", "--explain", str(EXAMPLES / "llama-pretrain.yaml"))
     assert "/spec/scheduling  <- Platform.spec.gang.backend=native/job-scheduling" in r.stdout
-    assert "<- Pool h100-ib: spec.nccl.env.NCCL_IB_HCA" in r.stdout
+    assert "/spec/template/spec/containers/0/env/0  <- Pool h100-ib: spec.nccl.env.NCCL_IB_HCA  (pools.yaml:" in r.stdout
 
 
 def test_policy_lint_and_schema():

@@ -38,7 +38,8 @@ def test_unknown_field_is_named_with_file_document_and_line(tmp_path):
     [p] = problems
     assert p.file == "broken.yaml" and p.document == 1 and p.field == "spec.readonly"
     assert "Extra inputs are not permitted" in p.message
-    assert str(p).startswith("broken.yaml:3 (document 1): spec.readonly:")
+    assert p.line == 6  # the line of the offending field, not just of the document
+    assert str(p).startswith("broken.yaml:6 (document 1): spec.readonly:")
 
 
 def test_bad_values_and_cross_references(tmp_path):
@@ -95,4 +96,4 @@ def test_schema_names_every_kind():
 
     schema = policy_json_schema()
     kinds = set(schema["discriminator"]["mapping"])
-    assert kinds == {"Platform", "Pool", "Dataset", "CheckpointClass", "PriorityTier", "Quota"}
+    assert kinds == {"Platform", "Pool", "Dataset", "CheckpointClass", "PriorityTier", "Quota", "Rule"}

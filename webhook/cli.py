@@ -46,6 +46,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     except InputError as exc:
         print(f"trainadmit: {exc}", file=sys.stderr)
         return EXIT_ERROR
+    from .render import explainer
+
+    sources = explainer(policy) if args.explain else None
     denied = admitted = unmatched = 0
     records, objects, patches, out = [], [], [], []
     for item in items:
@@ -59,7 +62,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         else:
             denied += 1
         if args.output == "text":
-            out.append(text(item, decision, explain=args.explain, sources=None))
+            out.append(text(item, decision, explain=args.explain, sources=sources))
         elif args.output == "json":
             records.append(record(item, decision))
         elif args.output == "patch":
@@ -84,12 +87,43 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_policy_lint(args: argparse.Namespace) -> int:
-    policy = _load_policy(args.dir)
-    if policy is None:
+    from .policy.lint import lint
+
+    findings, unreadable = lint(args.dir)
+    for finding in findings:
+        print(finding)
+    if unreadable:
         return EXIT_ERROR
+    if findings:
+        print(f"{len(findings)} finding{'s' if len(findings) != 1 else ''} in {args.dir}")
+        return EXIT_DENIED
+    policy = load_policy_dir(args.dir)
     print(f"{args.dir}: policy generation {policy.generation}: {len(policy.pools)} pools, "
           f"{len(policy.datasets)} datasets, {len(policy.checkpoints)} checkpoint classes, "
-          f"{len(policy.tiers)} priority tiers, {len(policy.quotas)} quotas: OK")
+          f"{len(policy.tiers)} priority tiers, {len(policy.quotas)} quotas, {len(policy.rules)} rules: OK")
+    return EXIT_OK
+
+
+def cmd_policy_test(args: argparse.Namespace) -> int:
+    from .policy.testrunner import junit, run
+
+    results, errors = run(args.dir)
+    if args.output == "junit":
+        print(junit(results, errors), end="")
+    else:
+        for r in results:
+            print(f"{'PASS' if r.ok else 'FAIL'}  {r.suite}  {r.name}")
+            for f in r.failures:
+                print(f"      {f}")
+        for e in errors:
+            print(f"ERROR {e}")
+        print(f"{sum(r.ok for r in results)} passed, {sum(not r.ok for r in results) + len(errors)} failed")
+    if errors or any(not r.ok for r in results):
+        return EXIT_DENIED
+    if not results and not args.allow_empty:
+        print(f"no policy tests found under {args.dir} (*.test.yaml or tests/*.yaml); use --allow-empty to accept",
+              file=sys.stderr)
+        return EXIT_DENIED
     return EXIT_OK
 
 
@@ -154,6 +188,11 @@ def build_parser() -> argparse.ArgumentParser:
     lint.set_defaults(func=cmd_policy_lint)
     schema = psub.add_parser("schema", help="print the JSON Schema of policy documents")
     schema.set_defaults(func=cmd_policy_schema)
+    test = psub.add_parser("test", help="run the policy test suites (*.test.yaml, tests/*.yaml)")
+    test.add_argument("dir", nargs="?", default=DEFAULT_POLICY_DIR)
+    test.add_argument("-o", "--output", choices=["text", "junit"], default="text")
+    test.add_argument("--allow-empty", action="store_true", help="a directory without tests passes")
+    test.set_defaults(func=cmd_policy_test)
     cm = psub.add_parser("configmap", help="print the policy directory as a ConfigMap manifest")
     cm.add_argument("dir", nargs="?", default=DEFAULT_POLICY_DIR)
     cm.add_argument("--name", default="trainadmit-policies")

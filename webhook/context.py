@@ -71,17 +71,19 @@ class Context:
         return changed
 
     def inject_append(self, list_path: Path, value: object, concern: str, source: str) -> None:
+        index = len(self.patcher.get(list_path) or [])
         self.patcher.append(list_path, value)
-        self._note((*list_path, "-"), concern, source)
+        self._note((*list_path, index), concern, source)
         self.changed.append((list_path, concern))
 
     def inject_extend(self, list_path: Path, items: list[tuple[object, str]], concern: str) -> None:
         """Append (value, source) items to a list in as few patch operations as possible."""
         if not items:
             return
+        start = len(self.patcher.get(list_path) or [])
         self.patcher.extend(list_path, [v for v, _ in items])
-        for _, source in items:
-            self._note((*list_path, "-"), concern, source)
+        for i, (_, source) in enumerate(items):
+            self._note((*list_path, start + i), concern, source)
         self.changed.append((list_path, concern))
 
     def _note(self, path: Path, concern: str, source: str) -> None:

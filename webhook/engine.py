@@ -25,7 +25,7 @@ from .mutations import gang, nccl, placement, priority, rdma, storage
 from .patch import Patcher, pointer
 from .policy import PolicySet
 from .policy.models import GangBackend
-from .rules import gpu, quota, topology
+from .rules import custom, gpu, quota, topology
 from .rules import nccl as nccl_rules
 from .rules import placement as placement_rules
 from .rules import storage as storage_rules
@@ -114,6 +114,7 @@ def decide(policy: PolicySet, request: Request, cluster: ClusterView | None = No
         view = Workload(ctx.patcher.doc)
     for rule in RULES:
         rule(ctx, view)
+    custom.check(ctx, view, "CREATE", None, request.user, request.dry_run)
     decision.violations = ctx.violations
     return decision
 
@@ -126,13 +127,16 @@ def _non_create(policy: PolicySet, request: Request, workload: Workload, cluster
     if request.operation != "UPDATE" or request.phase != "validate" or not workload.is_job:
         return decision
     old = Workload(request.old) if isinstance(request.old, dict) else None
-    if old is None or workload.parallelism <= old.parallelism:
+    if old is None:
         return decision
     ctx = Context(policy, cluster, workload, Patcher(request.obj), namespace=namespace or "default")
     ctx.resolved = resolve(workload, policy, lambda *a, **k: None)
     added = (workload.parallelism - old.parallelism) * ctx.resolved.gpus_per_pod
-    quota.check(ctx, workload, extra_gpus=added)
-    decision.reason = f"UPDATE: parallelism {old.parallelism} -> {workload.parallelism} checked against quota"
+    if added > 0:
+        quota.check(ctx, workload, extra_gpus=added)
+    custom.check(ctx, workload, "UPDATE", request.old, request.user, request.dry_run)
+    if added > 0:
+        decision.reason = f"UPDATE: parallelism {old.parallelism} -> {workload.parallelism} checked against quota"
     decision.violations = ctx.violations
     return decision
 

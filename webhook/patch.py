@@ -41,7 +41,6 @@ class Patcher:
         # path -> the container we own at that path; saves walking from the root on every write
         self._containers: dict[Path, Any] = {(): self.doc}
         self.ops: list[dict] = []
-        self.changed_paths: list[Path] = []
 
     # ---- reading ------------------------------------------------------------------------------
     def get(self, path: Path, default: Any = None) -> Any:
@@ -74,7 +73,6 @@ class Patcher:
 
     def _record(self, op: str, path: Path, value: Any) -> None:
         self.ops.append({"op": op, "path": pointer(path), "value": value})
-        self.changed_paths.append(path)
 
     def set(self, path: Path, value: Any) -> bool:
         """Make ``path`` hold ``value``, creating missing maps. Returns True when something changed."""
@@ -143,7 +141,6 @@ class Patcher:
             return
         parent = self._walk_owned(list_path)
         self.ops.append({"op": "add", "path": pointer(list_path) + "/-", "value": value})
-        self.changed_paths.append((*list_path, len(parent)))
         parent.append(_deep_owned(value, self._owned))
 
     def _walk_owned(self, path: Path) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import yaml
@@ -29,7 +30,40 @@ def record(item: Item, decision: Decision) -> dict[str, Any]:
     return out
 
 
-def text(item: Item, decision: Decision, explain: bool = False, sources: dict | None = None) -> str:
+_DOC = re.compile(r"^(Platform|Pool|Dataset|CheckpointClass|PriorityTier|Quota|Rule)[ .](\S+?)(:|$|\s)")
+_BUILTIN_MODULES = {"intent": "intent.py", "topology": "rules/topology.py", "quota": "rules/quota.py",
+                    "gang": "rules/topology.py", "gpu": "rules/gpu.py", "rdma": "rules/storage.py",
+                    "placement": "rules/placement.py", "nccl": "rules/nccl.py", "storage": "rules/storage.py",
+                    "enforced": "context.py", "final": "engine.py", "object": "shape.py"}
+
+
+def explainer(policy) -> tuple:
+    """Functions that name where an injected value or a rule comes from, as file:line."""
+    platform = policy.sources.get(("Platform", policy.platform_doc.metadata.name))
+
+    def where(kind: str, name: str) -> str:
+        ref = policy.sources.get((kind, name))
+        return f"{ref.file}:{ref.line}" if ref else "?"
+
+    def injection(source: str) -> str:
+        m = _DOC.match(source)
+        if not m:
+            return ""
+        if m.group(1) == "Platform":
+            return f"{platform.file}:{platform.line}" if platform else ""
+        return where(m.group(1), m.group(2))
+
+    def rule(rule_id: str) -> str:
+        if rule_id.startswith("custom."):
+            return f"Rule {rule_id[7:]} at {where('Rule', rule_id[7:])}"
+        module = _BUILTIN_MODULES.get(rule_id.split(".")[0], "engine.py")
+        override = f"; action set in {platform.file}" if platform and rule_id in policy.platform.rules else ""
+        return f"built-in rule in webhook/{module}{override}"
+
+    return injection, rule
+
+
+def text(item: Item, decision: Decision, explain: bool = False, sources: tuple | None = None) -> str:
     head = f"{item.source}#{item.index}: {identity(item)}: "
     if not decision.matched:
         return head + f"not matched ({decision.reason})"
@@ -39,7 +73,8 @@ def text(item: Item, decision: Decision, explain: bool = False, sources: dict | 
         detail = ""
         if s.get("gpuResource"):
             detail = (f" (pool {s.get('pool')}, {s.get('pods')} × {s.get('gpusPerPod')} {s.get('gpuResource')}, "
-                      f"gang {s.get('gang')}, topology {s.get('topology')}, priority {s.get('priority')})")
+                      f"gang {s.get('gang')}, topology {s.get('topology') or '-'}, "
+                      f"priority {s.get('priority') or '-'})")
         lines.append(head + "ADMITTED" + detail)
         if decision.patch:
             concerns = sorted({i.concern for i in decision.injections})
@@ -53,13 +88,17 @@ def text(item: Item, decision: Decision, explain: bool = False, sources: dict | 
     for v in decision.warnings:
         lines.append(f"  ! warning [{v.rule}] {v.path}: {v.message}" + (f" ({v.hint})" if v.hint else ""))
     if explain:
+        injection_ref, rule_ref = sources if sources else (lambda s: "", lambda r: "")
+        seen = set()
         for inj in decision.injections:
-            lines.append(f"    {inj.path}  <- {inj.source}")
-        if sources:
-            for v in decision.violations:
-                ref = sources.get(v.rule)
-                if ref:
-                    lines.append(f"    rule {v.rule}: {ref}")
+            key = (inj.path, inj.source)
+            if key in seen:
+                continue
+            seen.add(key)
+            ref = injection_ref(inj.source)
+            lines.append(f"    {inj.path}  <- {inj.source}" + (f"  ({ref})" if ref else ""))
+        for v in decision.violations:
+            lines.append(f"    [{v.rule}] defined by {rule_ref(v.rule)}")
     for comp in decision.companions:
         meta = comp.get("metadata", {})
         lines.append(f"  reconciler creates {comp.get('kind')} {meta.get('namespace')}/{meta.get('name')} "

@@ -28,6 +28,7 @@ class PolicyProblem:
     field: str
     message: str
     line: int | None = None
+    unreadable: bool = False  # the file could not be read or parsed at all (exit code 2 for lint)
 
     def __str__(self) -> str:
         where = self.file
@@ -57,8 +58,26 @@ def _field_path(loc: tuple) -> str:
     return out
 
 
-def _documents(path: Path, display: str) -> list[tuple[int, int, object]]:
-    """(document index, 1-based line, data) for each non-empty YAML document in a file."""
+def field_line(node, loc: tuple) -> int | None:
+    """1-based line of a field inside a composed YAML document (for errors that name a field)."""
+    line = None
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            match = next((v for k, v in node.value if getattr(k, "value", None) == part), None)
+            if match is None:
+                key = next((k for k, _ in node.value if getattr(k, "value", None) == part), None)
+                return key.start_mark.line + 1 if key is not None else line
+            node = match
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+        else:
+            break
+        line = node.start_mark.line + 1
+    return line
+
+
+def _documents(path: Path, display: str) -> list[tuple[int, int, object, object]]:
+    """(document index, 1-based line, data, node) for each non-empty YAML document in a file."""
     raw = path.read_bytes()
     if len(raw) > MAX_POLICY_FILE_BYTES:
         raise PolicyError([PolicyProblem(display, None, "", f"file is larger than {MAX_POLICY_FILE_BYTES} bytes")])
@@ -69,11 +88,11 @@ def _documents(path: Path, display: str) -> list[tuple[int, int, object]]:
             if node is None:
                 continue
             data = yaml.SafeLoader(yaml.serialize(node)).get_single_data()
-            out.append((index, node.start_mark.line + 1, data))
+            out.append((index, node.start_mark.line + 1, data, node))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark else None
-        raise PolicyError([PolicyProblem(display, None, "", f"not valid YAML: {exc}", line)]) from exc
+        raise PolicyError([PolicyProblem(display, None, "", f"not valid YAML: {exc}", line, unreadable=True)]) from exc
     return out
 
 
@@ -91,7 +110,7 @@ def load_policy_dir(directory: str | Path) -> PolicySet:
     """Parse, check and index every policy document under ``directory``."""
     root = Path(directory)
     if not root.is_dir():
-        raise PolicyError([PolicyProblem(str(directory), None, "", "policy directory does not exist")])
+        raise PolicyError([PolicyProblem(str(directory), None, "", "policy directory does not exist", unreadable=True)])
     problems: list[PolicyProblem] = []
     docs: dict[str, dict[str, object]] = {kind: {} for kind in DOCUMENT_KINDS}
     sources: dict[tuple[str, str], SourceRef] = {}
@@ -106,9 +125,9 @@ def load_policy_dir(directory: str | Path) -> PolicySet:
             if isinstance(exc, PolicyError):
                 problems.extend(exc.problems)
             else:
-                problems.append(PolicyProblem(display, None, "", "file is not UTF-8 text"))
+                problems.append(PolicyProblem(display, None, "", "file is not UTF-8 text", unreadable=True))
             continue
-        for index, line, data in documents:
+        for index, line, data, node in documents:
             if not isinstance(data, dict):
                 problems.append(PolicyProblem(display, index, "", "a policy document must be a mapping", line))
                 continue
@@ -126,7 +145,9 @@ def load_policy_dir(directory: str | Path) -> PolicySet:
                 doc = model.model_validate(data)
             except ValidationError as exc:
                 for err in exc.errors():
-                    problems.append(PolicyProblem(display, index, _field_path(err["loc"]), err["msg"], line))
+                    loc = tuple(err["loc"])
+                    at = field_line(node, loc) or line
+                    problems.append(PolicyProblem(display, index, _field_path(loc), err["msg"], at))
                 continue
             name = doc.metadata.name  # type: ignore[attr-defined]
             if name in docs[kind]:
@@ -137,7 +158,8 @@ def load_policy_dir(directory: str | Path) -> PolicySet:
             docs[kind][name] = doc
             sources[(kind, name)] = SourceRef(display, line, index)
     if not files:
-        problems.append(PolicyProblem(str(directory), None, "", "no policy files (*.yaml, *.yml, *.json)"))
+        problems.append(PolicyProblem(str(directory), None, "", "no policy files (*.yaml, *.yml, *.json)",
+                                      unreadable=True))
     platforms = list(docs["Platform"].values())
     if not problems and len(platforms) != 1:
         problems.append(PolicyProblem(str(directory), None, "kind",
@@ -153,6 +175,7 @@ def load_policy_dir(directory: str | Path) -> PolicySet:
         checkpoints={n: d.spec for n, d in docs["CheckpointClass"].items()},  # type: ignore[attr-defined]
         tiers={n: d.spec for n, d in docs["PriorityTier"].items()},  # type: ignore[attr-defined]
         quotas={n: d.spec for n, d in docs["Quota"].items()},  # type: ignore[attr-defined]
+        rules={n: d.spec for n, d in docs["Rule"].items()},  # type: ignore[attr-defined]
         sources=sources,
         generation=digest.hexdigest()[:12],
     )

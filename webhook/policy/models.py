@@ -362,6 +362,46 @@ class Platform(Strict):
     spec: PlatformSpec = Field(default_factory=PlatformSpec)
 
 
+# ---------------------------------------------------------------------------------------------
+# Custom rules (CEL), in the shape of a Kubernetes ValidatingAdmissionPolicy
+
+
+class MatchCondition(Strict):
+    name: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)]
+    expression: str = Field(description="CEL over object, oldObject, request, params; false skips the rule.")
+
+
+class CelValidation(Strict):
+    expression: str = Field(description="CEL that must be true for the object to pass.")
+    message: str | None = Field(None, description="Shown when the expression is false.")
+    messageExpression: str | None = Field(None, description="CEL producing the message (a string).")
+    path: str = Field("", description="Field path reported with the violation, e.g. metadata.labels.")
+    hint: str = Field("", description="What the user should change.")
+
+    @model_validator(mode="after")
+    def _message(self) -> CelValidation:
+        if not self.message and not self.messageExpression:
+            raise ValueError("set message or messageExpression: a denial must say what to change")
+        return self
+
+
+class RuleSpec(Strict):
+    action: Literal["deny", "warn"] = "deny"
+    kinds: list[Literal["Job", "Pod"]] = Field(default_factory=lambda: ["Job", "Pod"])
+    operations: list[Literal["CREATE", "UPDATE"]] = Field(default_factory=lambda: ["CREATE"])
+    namespaces: list[str] | None = Field(None, description="Namespace names or globs; default all.")
+    matchConditions: list[MatchCondition] = Field(default_factory=list)
+    params: dict[str, object] = Field(default_factory=dict, description="Values the expressions read as params.")
+    validations: list[CelValidation] = Field(min_length=1)
+
+
+class Rule(Strict):
+    apiVersion: Literal["trainadmit.io/v1alpha1"]
+    kind: Literal["Rule"]
+    metadata: Metadata
+    spec: RuleSpec
+
+
 DOCUMENT_KINDS: dict[str, type[Strict]] = {
     "Platform": Platform,
     "Pool": Pool,
@@ -369,4 +409,5 @@ DOCUMENT_KINDS: dict[str, type[Strict]] = {
     "CheckpointClass": CheckpointClass,
     "PriorityTier": PriorityTier,
     "Quota": Quota,
+    "Rule": Rule,
 }

@@ -21,6 +21,7 @@ from .models import (
     PoolSpec,
     PriorityTierSpec,
     QuotaSpec,
+    RuleSpec,
 )
 
 # Default action of every rule. A policy may override any of them in Platform.spec.rules.
@@ -105,6 +106,7 @@ class PolicySet:
     quotas: dict[str, QuotaSpec]
     sources: dict[tuple[str, str], SourceRef]
     generation: str
+    rules: dict[str, RuleSpec] = field(default_factory=dict)
     # derived at build time
     keys: IntentKeys = field(init=False)
     gpu_resources: frozenset[str] = field(init=False)
@@ -112,6 +114,8 @@ class PolicySet:
     actions: dict[str, Action] = field(init=False)
     enforced: frozenset[Enforceable] = field(init=False)
     scheduler_name: str | None = field(init=False)
+    compiled_rules: list = field(init=False)  # [CompiledRule], in name order
+    compile_problems: list = field(init=False)
 
     @property
     def platform(self) -> PlatformSpec:
@@ -124,10 +128,16 @@ class PolicySet:
         set_(self, "gpu_resources", frozenset(spec.gpuResources) | {p.gpu.resource for p in self.pools.values()})
         set_(self, "default_pools", {p.gpu.resource: n for n, p in sorted(self.pools.items()) if p.default})
         actions = dict(RULE_DEFAULTS)
+        actions.update({f"custom.{name}": Action(rule.action) for name, rule in self.rules.items()})
         actions.update(spec.rules)
         set_(self, "actions", actions)
         set_(self, "enforced", frozenset(spec.enforce))
         set_(self, "scheduler_name", spec.gang.schedulerName or BACKEND_SCHEDULERS.get(spec.gang.backend))
+        from ..rules.custom import compile_rules  # compiled once per generation, never per request
+
+        compiled, problems = compile_rules(self.rules)
+        set_(self, "compiled_rules", compiled)
+        set_(self, "compile_problems", problems)
 
     @classmethod
     def build(cls, **kwargs) -> tuple[PolicySet, list[tuple[SourceRef, str, str]]]:
@@ -141,8 +151,10 @@ class PolicySet:
     def _cross_check(self) -> list[tuple[SourceRef, str, str]]:
         problems: list[tuple[SourceRef, str, str]] = []
         platform_ref = self._ref("Platform", self.platform_doc.metadata.name)
+        for name, field_path, message in self.compile_problems:
+            problems.append((self._ref("Rule", name), field_path, message))
         for rule in self.platform.rules:
-            if rule not in RULE_DEFAULTS:
+            if rule not in RULE_DEFAULTS and rule.removeprefix("custom.") not in self.rules:
                 problems.append((platform_ref, f"spec.rules.{rule}",
                                  f"unknown rule id; known: {', '.join(RULE_DEFAULTS)}"))
         by_resource: dict[str, list[str]] = {}

@@ -1,0 +1,107 @@
+"""Custom rules written by the platform team in CEL, evaluated like a ValidatingAdmissionPolicy.
+
+Variables: ``object`` (the object as it will be stored: mutated for `check`/`/mutate`, received for
+`/validate`), ``oldObject`` (UPDATE), ``request`` (operation, namespace, name, userInfo, dryRun,
+kind) and ``params`` (the rule's own values). A rule applies when its kinds, operations,
+namespaces and every match condition agree; each validation that is false is one violation with
+the rule's action. An expression that errors, or whose cost bound exceeds the budget, is a
+violation too (the apiserver's ``failurePolicy: Fail`` semantics), with the reason in the message.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+
+from ..cel import CelError, Program, compile_expression, largest_collection
+from ..context import Context
+from ..workloads import Workload
+
+
+@dataclass
+class CompiledValidation:
+    program: Program
+    message: str | None
+    message_program: Program | None
+    path: str
+    hint: str
+
+
+@dataclass
+class CompiledRule:
+    name: str
+    spec: object  # RuleSpec
+    conditions: list[tuple[str, Program]]
+    validations: list[CompiledValidation]
+
+    @property
+    def rule_id(self) -> str:
+        return f"custom.{self.name}"
+
+
+def compile_rules(rules: dict) -> tuple[list[CompiledRule], list[tuple[str, str, str]]]:
+    """Compile every expression; problems are (rule name, field path, message)."""
+    compiled, problems = [], []
+    for name in sorted(rules):
+        spec = rules[name]
+        conditions, validations, ok = [], [], True
+        for i, mc in enumerate(spec.matchConditions):
+            try:
+                conditions.append((mc.name, compile_expression(mc.expression)))
+            except CelError as exc:
+                problems.append((name, f"spec.matchConditions[{i}].expression", str(exc)))
+                ok = False
+        for i, v in enumerate(spec.validations):
+            try:
+                program = compile_expression(v.expression)
+                message_program = compile_expression(v.messageExpression) if v.messageExpression else None
+            except CelError as exc:
+                problems.append((name, f"spec.validations[{i}].expression", str(exc)))
+                ok = False
+                continue
+            validations.append(CompiledValidation(program, v.message, message_program, v.path, v.hint))
+        if ok:
+            compiled.append(CompiledRule(name, spec, conditions, validations))
+    return compiled, problems
+
+
+def check(ctx: Context, view: Workload, operation: str = "CREATE", old: dict | None = None,
+          user: dict | None = None, dry_run: bool = False) -> None:
+    rules = ctx.policy.compiled_rules
+    if not rules:
+        return
+    namespace = ctx.namespace
+    data = {
+        "object": view.obj, "oldObject": old,
+        "request": {"operation": operation, "namespace": namespace, "name": view.name or "",
+                    "userInfo": user or {}, "dryRun": dry_run,
+                    "kind": {"group": "batch" if view.is_job else "", "version": "v1", "kind": view.kind}},
+        "params": {},
+    }
+    largest = None
+    for rule in rules:
+        spec = rule.spec
+        if view.kind not in spec.kinds or operation not in spec.operations:
+            continue
+        if spec.namespaces is not None and not any(fnmatch.fnmatchcase(namespace or "", p) for p in spec.namespaces):
+            continue
+        if largest is None:
+            largest = max(largest_collection(view.obj), largest_collection(old) if old else 0)
+        data["params"] = spec.params
+        try:
+            if not all(program.evaluate(data, largest) is True for _, program in rule.conditions):
+                continue
+            for v in rule.validations:
+                if v.program.evaluate(data, largest) is True:
+                    continue
+                message = v.message or ""
+                if v.message_program is not None:
+                    try:
+                        produced = v.message_program.evaluate(data, largest)
+                        message = produced if isinstance(produced, str) and produced else message
+                    except CelError:
+                        pass
+                ctx.report(rule.rule_id, v.path or "object", message or f"failed: {v.program.source}", v.hint)
+        except CelError as exc:
+            ctx.report(rule.rule_id, "object", f"rule {rule.name} could not be evaluated: {exc}",
+                       "fix the rule, or guard fields that may be absent with has()")
