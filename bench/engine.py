@@ -91,16 +91,30 @@ def measure(raw: bytes, policy, seconds: float) -> tuple[float, float]:
     return statistics.median(base), statistics.median(dec)
 
 
+def builtin_only_policy():
+    """The bundled policies without their custom CEL rules (rules.yaml)."""
+    import shutil
+    import tempfile
+
+    tmp = Path(tempfile.mkdtemp(prefix="trainadmit-bench-policy-"))
+    for f in (ROOT / "policies").glob("*.yaml"):
+        if f.name != "rules.yaml":
+            shutil.copy(f, tmp / f.name)
+    return load_policy_dir(tmp)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=4.0, help="time per case")
     args = parser.parse_args()
-    policy = load_policy_dir(ROOT / "policies")
-    print(f"{'case':<28}{'bytes':>7}{'baseline µs':>13}{'decision µs':>13}{'decisions/s':>13}{'ratio':>8}")
+    policies = (("built-in rules", builtin_only_policy()), ("+ 2 CEL rules", load_policy_dir(ROOT / "policies")))
+    print(f"{'case':<28}{'policy':<16}{'bytes':>7}{'baseline µs':>13}{'decision µs':>13}{'decisions/s':>13}{'ratio':>8}")
     for label, containers in (("16 workers, 1 container", 1), ("16 workers, 16 containers", 16)):
         raw = body(job(containers))
-        base, dec = measure(raw, policy, args.seconds)
-        print(f"{label:<28}{len(raw):>7}{base * 1e6:>13.1f}{dec * 1e6:>13.1f}{1 / dec:>13.0f}{dec / base:>8.2f}")
+        for name, policy in policies:
+            base, dec = measure(raw, policy, args.seconds)
+            print(f"{label:<28}{name:<16}{len(raw):>7}{base * 1e6:>13.1f}{dec * 1e6:>13.1f}{1 / dec:>13.0f}"
+                  f"{dec / base:>8.2f}")
 
 
 if __name__ == "__main__":

@@ -173,3 +173,28 @@ def test_shm_larger_than_memory_warns(policy):
     assert "storage.shm-exceeds-memory" in {v.rule for v in d.warnings}
     d = run(policy, job(container={"resources": {"limits": {"nvidia.com/gpu": 8, "memory": "1Ti"}}}))
     assert "storage.shm-exceeds-memory" not in rules_of(d)
+
+
+def test_exempt_users_and_groups_pass_untouched(tmp_path):
+    from conftest import write_policy
+
+    from webhook.policy import load_policy_dir
+
+    p = load_policy_dir(write_policy(tmp_path, {"exemptGroups": ["platform:break-glass"], "exemptUsers": ["ci-bot"]}))
+    bad = job(workers=4, gpus=6)
+    assert not decide(p, Request(bad, user={"username": "alice", "groups": ["devs"]})).allowed
+    d = decide(p, Request(bad, user={"username": "bob", "groups": ["devs", "platform:break-glass"]}))
+    assert d.allowed and not d.matched and "platform:break-glass is exempt" in d.reason
+    assert not decide(p, Request(bad, user={"username": "ci-bot"})).matched
+
+
+def test_enforced_nccl_env_conflict_is_denied(tmp_path):
+    from conftest import write_policy
+
+    from webhook.policy import load_policy_dir
+
+    p = load_policy_dir(write_policy(tmp_path, {"enforce": ["ncclEnv"]}))
+    d = decide(p, Request(job(env=[{"name": "NCCL_SOCKET_IFNAME", "value": "=ib0"}])))
+    v = next(v for v in d.denials if v.rule == "enforced.conflict")
+    assert "ncclEnv" in v.message and v.hint == "remove it or set '=eth0'"
+    assert decide(p, Request(job(env=[{"name": "NCCL_SOCKET_IFNAME", "value": "=eth0"}]))).allowed

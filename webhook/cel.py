@@ -128,17 +128,27 @@ class Program:
     def cost_bound(self, largest: int) -> int:
         return max(largest, 1) ** self.depth * max(len(self.source), 1) if self.depth else len(self.source)
 
-    def evaluate(self, data: dict, largest: int) -> Any:
-        """The result, or raise CelError (cost bound exceeded, or an evaluation error)."""
+    def evaluate(self, data: dict | Any, largest: int) -> Any:
+        """The result, or raise CelError (cost bound exceeded, or an evaluation error).
+
+        ``data`` is a dict of variables or an Activation from ``activation()``; with several
+        expressions over the same request, one Activation converts the object only once.
+        """
         bound = self.cost_bound(largest)
         if bound > COST_BUDGET:
             raise CelError(f"estimated cost {bound:,} exceeds the budget of {COST_BUDGET:,} "
                            f"(comprehensions nested {self.depth} deep over a collection of {largest} items)")
         cel, _ = _env()
-        value = self._compiled.eval(data=data)
+        value = self._compiled.eval(data=data) if isinstance(data, dict) else self._compiled.eval(data)
         if value.type() == cel.Type.ERROR:
             raise CelError(str(value.plain_value()))
         return value.plain_value()
+
+
+def activation(data: dict) -> Any:
+    """Convert the variables to CEL values once, for several evaluations."""
+    _, env = _env()
+    return env.Activation(data)
 
 
 def compile_expression(source: str) -> Program:
@@ -156,22 +166,33 @@ def compile_expression(source: str) -> Program:
     return Program(source, depth, compiled)
 
 
-def largest_collection(value: Any, limit: int = 1_000_000) -> int:
-    """Size of the largest list or map anywhere in ``value`` (strings count by length / 64)."""
-    best = 0
-    stack = [value]
-    seen = 0
-    while stack:
-        cur = stack.pop()
-        seen += 1
-        if seen > limit:
-            return max(best, seen)
-        if isinstance(cur, dict):
-            best = max(best, len(cur))
-            stack.extend(cur.values())
-        elif isinstance(cur, list):
-            best = max(best, len(cur))
-            stack.extend(cur)
-        elif isinstance(cur, str) and len(cur) > 64:
-            best = max(best, len(cur) // 64)
-    return best
+def largest_collection(value: Any) -> int:
+    """Size of the largest list or map anywhere in ``value`` (a string counts as length / 64).
+
+    Recursion depth is bounded by the object's nesting, which the apiserver's decoder limits."""
+    kind = type(value)
+    if kind is dict:
+        best = len(value)
+        for item in value.values():
+            t = type(item)
+            if t is dict or t is list:
+                size = largest_collection(item)
+                if size > best:
+                    best = size
+            elif t is str and len(item) > 64 and len(item) // 64 > best:
+                best = len(item) // 64
+        return best
+    if kind is list:
+        best = len(value)
+        for item in value:
+            t = type(item)
+            if t is dict or t is list:
+                size = largest_collection(item)
+                if size > best:
+                    best = size
+            elif t is str and len(item) > 64 and len(item) // 64 > best:
+                best = len(item) // 64
+        return best
+    if kind is str and len(value) > 64:
+        return len(value) // 64
+    return 0

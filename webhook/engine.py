@@ -51,8 +51,16 @@ class Request:
     phase: str = "mutate"  # or "validate"
 
 
-def match(policy: PolicySet, obj: Any, namespace: str | None) -> tuple[Workload | None, str]:
+def match(policy: PolicySet, obj: Any, namespace: str | None, user: dict | None = None) -> tuple[Workload | None, str]:
     """The Workload when the policy applies to ``obj``, else None and the reason it does not."""
+    if user:
+        name, groups = user.get("username"), user.get("groups")
+        if isinstance(name, str) and name in policy.platform.exemptUsers:
+            return None, f"user {name} is exempt"
+        if isinstance(groups, list):
+            exempt = [g for g in groups if isinstance(g, str) and g in policy.platform.exemptGroups]
+            if exempt:
+                return None, f"group {exempt[0]} is exempt"
     if not isinstance(obj, dict):
         return None, "not a Kubernetes object"
     kind = (obj.get("apiVersion"), obj.get("kind"))
@@ -78,7 +86,7 @@ def decide(policy: PolicySet, request: Request, cluster: ClusterView | None = No
     if isinstance(obj, dict) and isinstance(obj.get("metadata"), dict):
         own = obj["metadata"].get("namespace")
         namespace = own if isinstance(own, str) and own else namespace
-    workload, reason = match(policy, obj, namespace)
+    workload, reason = match(policy, obj, namespace, request.user)
     if workload is None:
         return Decision(matched=False, reason=reason, generation=policy.generation)
     problems = shape_problems(workload)

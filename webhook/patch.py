@@ -44,6 +44,16 @@ class Patcher:
 
     # ---- reading ------------------------------------------------------------------------------
     def get(self, path: Path, default: Any = None) -> Any:
+        parent = self._containers.get(path[:-1]) if path else None
+        if parent is not None:  # a container we already hold: one look-up instead of a walk
+            last = path[-1]
+            if type(parent) is dict:
+                value = parent.get(last)
+            elif type(last) is int and last < len(parent):
+                value = parent[last]
+            else:
+                value = None
+            return default if value is None else value
         cur: Any = self.doc
         for part in path:
             if isinstance(part, int):

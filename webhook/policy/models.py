@@ -344,6 +344,10 @@ class PlatformSpec(Strict):
     exemptNamespaces: list[str] = Field(
         default_factory=lambda: ["kube-system", "kube-public", "kube-node-lease", "trainadmit-system"]
     )
+    exemptUsers: list[str] = Field(default_factory=list,
+                                   description="Requests by these users (userInfo.username) pass untouched.")
+    exemptGroups: list[str] = Field(default_factory=list,
+                                    description="Requests by members of these groups pass untouched (break-glass).")
     gpuResources: list[str] = Field(
         default_factory=lambda: ["nvidia.com/gpu", "amd.com/gpu"],
         description="Resources that make a workload a GPU workload (besides every pool's own).",

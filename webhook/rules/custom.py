@@ -13,7 +13,7 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass
 
-from ..cel import CelError, Program, compile_expression, largest_collection
+from ..cel import CelError, Program, activation, compile_expression, largest_collection
 from ..context import Context
 from ..workloads import Workload
 
@@ -37,6 +37,13 @@ class CompiledRule:
     @property
     def rule_id(self) -> str:
         return f"custom.{self.name}"
+
+    @property
+    def needs_size(self) -> bool:
+        """Only expressions with comprehensions need the object's largest collection for their bound."""
+        programs = [p for _, p in self.conditions] + [v.program for v in self.validations]
+        programs += [v.message_program for v in self.validations if v.message_program]
+        return any(p.depth for p in programs)
 
 
 def compile_rules(rules: dict) -> tuple[list[CompiledRule], list[tuple[str, str, str]]]:
@@ -79,25 +86,29 @@ def check(ctx: Context, view: Workload, operation: str = "CREATE", old: dict | N
         "params": {},
     }
     largest = None
+    activations: dict[int, object] = {}  # one CEL activation per distinct params object
     for rule in rules:
         spec = rule.spec
         if view.kind not in spec.kinds or operation not in spec.operations:
             continue
         if spec.namespaces is not None and not any(fnmatch.fnmatchcase(namespace or "", p) for p in spec.namespaces):
             continue
-        if largest is None:
+        if largest is None and rule.needs_size:
             largest = max(largest_collection(view.obj), largest_collection(old) if old else 0)
-        data["params"] = spec.params
+        act = activations.get(id(spec.params))
+        if act is None:
+            act = activations[id(spec.params)] = activation({**data, "params": spec.params})
         try:
-            if not all(program.evaluate(data, largest) is True for _, program in rule.conditions):
+            size = largest or 0
+            if not all(program.evaluate(act, size) is True for _, program in rule.conditions):
                 continue
             for v in rule.validations:
-                if v.program.evaluate(data, largest) is True:
+                if v.program.evaluate(act, size) is True:
                     continue
                 message = v.message or ""
                 if v.message_program is not None:
                     try:
-                        produced = v.message_program.evaluate(data, largest)
+                        produced = v.message_program.evaluate(act, size)
                         message = produced if isinstance(produced, str) and produced else message
                     except CelError:
                         pass
