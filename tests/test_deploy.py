@@ -15,7 +15,7 @@ from conftest import EXAMPLES, FIXTURES, POLICIES, ROOT, load_yaml, review, sche
 
 from webhook.engine import match
 
-OVERLAYS = ["default", "cert-manager"]
+OVERLAYS = ["default", "cert-manager", "in-cluster-certs"]
 CERT_MANAGER_KINDS = {"Issuer", "Certificate"}  # CRDs: not in the Kubernetes schemas
 EXEMPT = {"kube-system", "kube-public", "kube-node-lease", "trainadmit-system"}
 
@@ -194,3 +194,12 @@ def test_dockerfile_runs_serve_as_non_root():
     assert "USER 65532:65532" in text
     assert 'ENTRYPOINT ["trainadmit"]' in text and '"serve"' in text
     assert Path(ROOT / "deploy" / "base" / "deployment.yaml").exists()
+
+
+def test_in_cluster_certs_overlay():
+    dep = one(render("in-cluster-certs"), "Deployment")
+    spec = dep["spec"]["template"]["spec"]
+    assert "--manage-certs" in spec["containers"][0]["args"]
+    assert spec["volumes"][0]["secret"] == {"secretName": "trainadmit-tls", "defaultMode": 0o440, "optional": True}
+    env = {e["name"] for e in spec["containers"][0]["env"]}
+    assert env == {"POD_NAME", "POD_NAMESPACE"}

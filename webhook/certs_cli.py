@@ -33,6 +33,12 @@ def add_parser(sub, func) -> None:
     inject.add_argument("--apply", action="store_true",
                         help="patch the live configurations through the Kubernetes API (in-cluster or kubeconfig)")
     inject.set_defaults(func=func)
+    ctrl = csub.add_parser("controller", help="in-cluster mode on its own: keep the TLS Secret and caBundle current")
+    ctrl.add_argument("--namespace", default="trainadmit-system")
+    ctrl.add_argument("--service", default="trainadmit")
+    ctrl.add_argument("--interval", type=float, default=30.0)
+    ctrl.add_argument("--once", action="store_true", help="one pass, then exit")
+    ctrl.set_defaults(func=func)
     check = csub.add_parser("check", help="days left, chain and names")
     check.add_argument("--dir", default="certs/out")
     check.add_argument("--name", default="trainadmit")
@@ -80,6 +86,20 @@ def run(args: argparse.Namespace) -> int:
                 print(line)
             return 0
         print(inject_manifests(args.manifests or ["-"], bundle, args.name), end="")
+        return 0
+    if args.certs_command == "controller":
+        import os
+        import socket
+        import threading
+
+        from certs.incluster import from_kubeconfig
+
+        controller = from_kubeconfig(namespace=args.namespace, service=args.service,
+                                     identity=os.environ.get("POD_NAME") or socket.gethostname())
+        if args.once:
+            print(controller.step())
+            return 0
+        controller.run(threading.Event(), args.interval)
         return 0
     report = pki.check(Path(args.dir), pki.service_names(args.name, args.namespace)[:2])
     print("\n".join(report.lines))

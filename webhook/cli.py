@@ -145,12 +145,31 @@ def cmd_serve(args: argparse.Namespace) -> int:
     policy = _load_policy(args.policy)  # fail fast with file and field, before any worker starts
     if policy is None:
         return EXIT_ERROR
+    if args.manage_certs:
+        start_cert_controller(args.namespace, args.service, interval=30.0)
     config = ServerConfig(policy_dir=args.policy, cert_file=args.tls_cert, key_file=args.tls_key,
                           cluster_files=args.cluster or [], reload_interval=args.reload_interval,
                           enable_noop=args.enable_noop)
     serve(config, bind=f"{args.host}:{args.port}", workers=args.workers, threads=args.threads,
           timeout=args.timeout, graceful_timeout=args.graceful_timeout)
     return EXIT_OK
+
+
+def start_cert_controller(namespace: str, service: str, interval: float):
+    """In-cluster certificate mode: a thread (in the gunicorn master) that keeps the Secret current."""
+    import socket
+    import threading
+
+    from certs.incluster import from_kubeconfig
+
+    from .runtime import emit
+
+    controller = from_kubeconfig(namespace=namespace, service=service,
+                                 identity=os.environ.get("POD_NAME") or socket.gethostname(),
+                                 log=lambda message: emit("certificates", message=message))
+    stop = threading.Event()
+    threading.Thread(target=controller.run, args=(stop, interval), name="cert-controller", daemon=True).start()
+    return stop
 
 
 def cmd_certs(args: argparse.Namespace) -> int:
@@ -212,6 +231,10 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--reload-interval", type=float, default=2.0, help="policy directory poll, seconds")
     srv.add_argument("--cluster", action="append", help="cluster snapshot file (until the live view exists)")
     srv.add_argument("--enable-noop", action="store_true", help="serve POST /noop (benchmark floor)")
+    srv.add_argument("--manage-certs", action="store_true",
+                     help="in-cluster mode: create and rotate the TLS Secret and the caBundle (Lease-elected)")
+    srv.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE", "trainadmit-system"))
+    srv.add_argument("--service", default="trainadmit", help="Service name the certificate is issued for")
     srv.set_defaults(func=cmd_serve)
 
     from .certs_cli import add_parser as add_certs

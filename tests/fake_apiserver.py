@@ -1,0 +1,121 @@
+"""A minimal Kubernetes API server for the certificate controller's tests (there is no cluster here).
+
+It speaks the real wire protocol the official ``kubernetes`` client uses (JSON over HTTP, Status
+objects for errors) with the semantics that matter for a controller: 404 for absent objects, 409 on
+create of an existing name and on update with a stale ``resourceVersion``, increasing
+resourceVersions. Objects are stored as the JSON the client sent.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+COLLECTIONS = {"secrets", "leases", "mutatingwebhookconfigurations", "validatingwebhookconfigurations"}
+
+
+class FakeAPIServer:
+    def __init__(self) -> None:
+        self.objects: dict[str, dict] = {}
+        self.version = 100
+        self.lock = threading.Lock()
+        self.requests: list[tuple[str, str]] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                pass
+
+            def _send(self, code: int, body: dict) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _status(self, code: int, reason: str, message: str) -> None:
+                self._send(code, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                                  "message": message, "reason": reason, "code": code})
+
+            def _body(self) -> dict:
+                return json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+
+            def _route(self):
+                path = self.path.split("?")[0].rstrip("/")
+                server.requests.append((self.command, path))
+                last = path.rsplit("/", 1)[-1]
+                return path, last in COLLECTIONS
+
+            def do_GET(self) -> None:
+                path, _ = self._route()
+                with server.lock:
+                    obj = server.objects.get(path)
+                if obj is None:
+                    return self._status(404, "NotFound", f"{path} not found")
+                self._send(200, obj)
+
+            def do_POST(self) -> None:
+                path, _ = self._route()
+                body = self._body()
+                name = body["metadata"]["name"]
+                key = f"{path}/{name}"
+                with server.lock:
+                    if key in server.objects:
+                        return self._status(409, "AlreadyExists", f"{name} already exists")
+                    server.version += 1
+                    body["metadata"].update(resourceVersion=str(server.version), uid=str(uuid.uuid4()),
+                                            creationTimestamp="2026-11-29T00:00:00Z")
+                    server.objects[key] = body
+                self._send(201, body)
+
+            def do_PUT(self) -> None:
+                path, _ = self._route()
+                body = self._body()
+                with server.lock:
+                    current = server.objects.get(path)
+                    if current is None:
+                        return self._status(404, "NotFound", f"{path} not found")
+                    if body["metadata"].get("resourceVersion") != current["metadata"]["resourceVersion"]:
+                        return self._status(409, "Conflict", "the object has been modified; please apply your "
+                                                             "changes to the latest version and try again")
+                    server.version += 1
+                    body["metadata"]["resourceVersion"] = str(server.version)
+                    server.objects[path] = body
+                self._send(200, body)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.httpd.server_address[1]
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def put_raw(self, path: str, obj: dict) -> None:
+        with self.lock:
+            self.version += 1
+            obj.setdefault("metadata", {})["resourceVersion"] = str(self.version)
+            self.objects[path] = obj
+
+    def apis(self):
+        from kubernetes import client
+
+        config = client.Configuration()
+        config.host = f"http://127.0.0.1:{self.port}"
+        api = client.ApiClient(config)
+        return client.CoreV1Api(api), client.CoordinationV1Api(api), client.AdmissionregistrationV1Api(api)
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def path_of(kind: str, name: str, namespace: str = "trainadmit-system") -> str:
+    return {
+        "Secret": f"/api/v1/namespaces/{namespace}/secrets/{name}",
+        "Lease": f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}",
+        "MutatingWebhookConfiguration": f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{name}",
+        "ValidatingWebhookConfiguration": f"/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/{name}",
+    }[kind]
+
+
