@@ -44,45 +44,10 @@ class CertController:
     # ---- leadership --------------------------------------------------------------------------
     def hold_lease(self) -> bool:
         """Acquire or renew the Lease; True when this replica may write."""
-        from kubernetes import client
-        from kubernetes.client.exceptions import ApiException
+        from webhook.lease import LeaderLease
 
-        now = self.clock()
-        try:
-            lease = self.coordination.read_namespaced_lease(self.lease, self.namespace)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-            body = client.V1Lease(
-                metadata=client.V1ObjectMeta(name=self.lease, namespace=self.namespace),
-                spec=client.V1LeaseSpec(holder_identity=self.identity, lease_duration_seconds=self.lease_seconds,
-                                        acquire_time=now, renew_time=now, lease_transitions=0))
-            try:
-                self.coordination.create_namespaced_lease(self.namespace, body)
-                return True
-            except ApiException as exc2:
-                if exc2.status == 409:
-                    return False
-                raise
-        spec = lease.spec
-        holder = spec.holder_identity
-        renewed = spec.renew_time or spec.acquire_time
-        expired = renewed is None or renewed + dt.timedelta(seconds=spec.lease_duration_seconds or 0) < now
-        if holder != self.identity and not expired:
-            return False
-        if holder != self.identity:
-            spec.holder_identity = self.identity
-            spec.acquire_time = now
-            spec.lease_transitions = (spec.lease_transitions or 0) + 1
-            self.log(f"certs: taking over lease {self.lease} from {holder}")
-        spec.renew_time = now
-        try:
-            self.coordination.replace_namespaced_lease(self.lease, self.namespace, lease)
-        except ApiException as exc:
-            if exc.status == 409:
-                return False
-            raise
-        return True
+        return LeaderLease(self.coordination, self.namespace, self.lease, self.identity, self.lease_seconds,
+                           self.clock, lambda m: self.log(f"certs: {m}")).hold()
 
     # ---- the Secret --------------------------------------------------------------------------
     def reconcile(self) -> str:

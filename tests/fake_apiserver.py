@@ -13,7 +13,8 @@ import threading
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-COLLECTIONS = {"secrets", "leases", "mutatingwebhookconfigurations", "validatingwebhookconfigurations"}
+COLLECTIONS = {"secrets", "leases", "mutatingwebhookconfigurations", "validatingwebhookconfigurations", "jobs",
+               "podgroups"}
 
 
 class FakeAPIServer:
@@ -50,12 +51,31 @@ class FakeAPIServer:
                 return path, last in COLLECTIONS
 
             def do_GET(self) -> None:
-                path, _ = self._route()
+                path, is_collection = self._route()
+                if is_collection:
+                    return self._list(path)
                 with server.lock:
                     obj = server.objects.get(path)
                 if obj is None:
                     return self._status(404, "NotFound", f"{path} not found")
                 self._send(200, obj)
+
+            def _list(self, path: str) -> None:
+                query = self.path.partition("?")[2]
+                selector = next((v for k, _, v in (p.partition("=") for p in query.split("&"))
+                                 if k == "labelSelector"), "")
+                from urllib.parse import unquote
+
+                selector = unquote(selector)
+                kind = path.rsplit("/", 1)[-1]
+                with server.lock:
+                    items = [o for p, o in sorted(server.objects.items())
+                             if p.rsplit("/", 2)[-2] == kind and (p.startswith(path + "/") or
+                                                                   "/namespaces/" not in path)
+                             and p.startswith(path.split("/" + kind)[0])
+                             and (not selector or selector in (o.get("metadata", {}).get("labels") or {}))]
+                self._send(200, {"kind": "List", "apiVersion": "v1", "metadata": {"resourceVersion": str(server.version)},
+                                 "items": items})
 
             def do_POST(self) -> None:
                 path, _ = self._route()

@@ -147,6 +147,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     if args.manage_certs:
         start_cert_controller(args.namespace, args.service, interval=30.0)
+    if args.reconcile:
+        start_reconciler(args.namespace, load_policy_dir(args.policy).keys.podgroup)
     config = ServerConfig(policy_dir=args.policy, cert_file=args.tls_cert, key_file=args.tls_key,
                           cluster_files=args.cluster or [], reload_interval=args.reload_interval,
                           enable_noop=args.enable_noop)
@@ -169,6 +171,30 @@ def start_cert_controller(namespace: str, service: str, interval: float):
                                  log=lambda message: emit("certificates", message=message))
     stop = threading.Event()
     threading.Thread(target=controller.run, args=(stop, interval), name="cert-controller", daemon=True).start()
+    return stop
+
+
+def start_reconciler(namespace: str, key: str, interval: float = 5.0):
+    """The PodGroup reconciler as a thread of the server's main process (Lease-elected)."""
+    import socket
+    import threading
+
+    from kubernetes import client, config
+
+    from .lease import LeaderLease
+    from .reconciler import PodGroupReconciler
+    from .runtime import emit
+
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        config.load_kube_config()
+    log = lambda message: emit("reconciler", message=message)  # noqa: E731
+    lease = LeaderLease(client.CoordinationV1Api(), namespace, "trainadmit-reconciler",
+                        os.environ.get("POD_NAME") or socket.gethostname(), log=log)
+    reconciler = PodGroupReconciler(client.BatchV1Api(), client.CustomObjectsApi(), lease, key=key, log=log)
+    stop = threading.Event()
+    threading.Thread(target=reconciler.run, args=(stop, interval), name="podgroup-reconciler", daemon=True).start()
     return stop
 
 
@@ -233,6 +259,8 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--enable-noop", action="store_true", help="serve POST /noop (benchmark floor)")
     srv.add_argument("--manage-certs", action="store_true",
                      help="in-cluster mode: create and rotate the TLS Secret and the caBundle (Lease-elected)")
+    srv.add_argument("--reconcile", action="store_true",
+                     help="also run the PodGroup reconciler (Lease-elected) for backends that need PodGroups")
     srv.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE", "trainadmit-system"))
     srv.add_argument("--service", default="trainadmit", help="Service name the certificate is issued for")
     srv.set_defaults(func=cmd_serve)

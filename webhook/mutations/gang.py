@@ -13,6 +13,8 @@ Exact keys per backend come from shared/reference/gang.md:
 
 from __future__ import annotations
 
+import json
+
 from ..context import Context, field_path
 from ..policy.models import Enforceable, GangBackend
 from ..workloads import get_path
@@ -141,12 +143,21 @@ def _native(ctx: Context, minimum: int, source: str) -> None:
         spec["schedulingConstraints"] = {"topology": topology}
     if gang.disruptionMode:
         spec["disruptionMode"] = {gang.disruptionMode: {}}
-    ctx.companions.append({
-        "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
-        "metadata": {"name": pg_name, "namespace": w.namespace or "default",
-                     "labels": {"app.kubernetes.io/managed-by": "trainadmit"}},
-        "spec": spec,
-    })
+    _companion(ctx, {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": pg_name},
+                     "spec": spec}, source)
+
+
+def _companion(ctx: Context, manifest: dict, source: str) -> None:
+    """Record the PodGroup on the Job (label for the reconciler's watch, annotation with the object)
+    and in the decision. Admission creates nothing: the reconciler does, once the Job exists."""
+    keys = ctx.policy.keys
+    compact = json.dumps(manifest, sort_keys=True, separators=(",", ":"))
+    keep_or_set(ctx, ("metadata", "labels", keys.podgroup), "true", source)
+    keep_or_set(ctx, ("metadata", "annotations", keys.podgroup), compact, source)
+    full = json.loads(compact)
+    full["metadata"].update(namespace=ctx.namespace or "default",
+                            labels={"app.kubernetes.io/managed-by": "trainadmit"})
+    ctx.companions.append(full)
 
 
 def _coscheduling(ctx: Context, minimum: int, source: str) -> None:
@@ -161,12 +172,8 @@ def _coscheduling(ctx: Context, minimum: int, source: str) -> None:
     timeout = ctx.policy.platform.gang.scheduleTimeoutSeconds
     if timeout:
         pg["scheduleTimeoutSeconds"] = timeout
-    ctx.companions.append({
-        "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
-        "metadata": {"name": name, "namespace": w.namespace or "default",
-                     "labels": {"app.kubernetes.io/managed-by": "trainadmit"}},
-        "spec": pg,
-    })
+    _companion(ctx, {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup", "metadata": {"name": name},
+                     "spec": pg}, source)
 
 
 def _volcano(ctx: Context, minimum: int, source: str) -> None:

@@ -89,11 +89,13 @@ class IntentKeys:
     priority: str
     queue: str
     applied: str
+    podgroup: str  # label + annotation: the PodGroup the reconciler must create for this Job
 
     @classmethod
     def with_prefix(cls, prefix: str) -> IntentKeys:
         return cls(*(f"{prefix}/{k}" for k in
-                     ("pool", "gang", "topology", "datasets", "checkpoint", "priority", "queue", "applied")))
+                     ("pool", "gang", "topology", "datasets", "checkpoint", "priority", "queue", "applied",
+                      "podgroup")))
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,73 @@
+"""The PodGroup reconciler creates what the mutation asked for, owned by the Job, exactly once."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+from conftest import EXAMPLES, deep, load_yaml, review, schema_errors
+from fake_apiserver import FakeAPIServer
+
+from webhook.engine import Request, decide
+from webhook.reconciler import PodGroupReconciler
+
+
+def _store_job(api, job):
+    job = deep(job)
+    job["metadata"]["uid"] = str(uuid.uuid4())
+    ns, name = job["metadata"]["namespace"], job["metadata"]["name"]
+    api.put_raw(f"/apis/batch/v1/namespaces/{ns}/jobs/{name}", job)
+    return job
+
+
+def _reconciler(api):
+    from kubernetes import client
+
+    config = client.Configuration()
+    config.host = f"http://127.0.0.1:{api.port}"
+    c = client.ApiClient(config)
+    return PodGroupReconciler(client.BatchV1Api(c), client.CustomObjectsApi(c), log=lambda m: None)
+
+
+def test_podgroups_for_coscheduling_and_native_pod_group(backend_policy):
+    name, policy = backend_policy
+    job = review("job-03-mutate-Job-CREATE.json")["request"]["object"]  # as the apiserver stores it
+    d = decide(policy, Request(deep(job)))
+    api = FakeAPIServer()
+    try:
+        stored = _store_job(api, d.mutated)
+        other = review("job-05-mutate-Job-CREATE.json")["request"]["object"]  # never mutated: no label
+        _store_job(api, other)
+        reconciler = _reconciler(api)
+        first = reconciler.step()
+        pgs = {p: o for p, o in api.objects.items() if "/podgroups/" in p}
+        if name in ("coscheduling", "native-podgroup"):
+            assert len(first) == 1 and first[0].endswith(": created")
+            [(path, pg)] = pgs.items()
+            assert pg["metadata"]["ownerReferences"] == [{"apiVersion": "batch/v1", "kind": "Job",
+                                                          "name": "llama-pretrain", "uid": stored["metadata"]["uid"],
+                                                          "controller": True, "blockOwnerDeletion": True}]
+            assert pg["metadata"]["namespace"] == "team-nlp"
+            companion = d.companions[0]
+            assert pg["spec"] == companion["spec"] and pg["metadata"]["name"] == companion["metadata"]["name"]
+            if name == "native-podgroup":
+                assert path.startswith("/apis/scheduling.k8s.io/v1beta1/namespaces/team-nlp/podgroups/")
+                assert schema_errors({k: v for k, v in pg.items()}) == []
+            else:
+                assert path.startswith("/apis/scheduling.x-k8s.io/v1alpha1/namespaces/team-nlp/podgroups/")
+            assert reconciler.step() == []  # idempotent: already there
+        else:
+            assert first == [] and pgs == {}
+            assert "trainadmit.io/podgroup" not in (d.mutated["metadata"].get("labels") or {})
+    finally:
+        api.close()
+
+
+def test_annotation_is_the_companion_json(backend_policy):
+    _, policy = backend_policy
+    d = decide(policy, Request(load_yaml(EXAMPLES / "llama-pretrain.yaml")[0]))
+    ann = d.mutated["metadata"].get("annotations", {}).get("trainadmit.io/podgroup")
+    if d.companions:
+        assert json.loads(ann)["spec"] == d.companions[0]["spec"]
+    else:
+        assert ann is None
