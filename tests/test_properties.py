@@ -12,6 +12,7 @@ from functools import cache
 from pathlib import Path
 
 from conftest import BACKENDS, apply_patch, deep, schema_errors, write_policy
+from damage import damaged
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -147,43 +148,8 @@ def _seeds():
     return _SEEDS
 
 
-_junk = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
-    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=8), children, max_size=3),
-    max_leaves=8)
-
-
-def _all_paths(obj, prefix=()):
-    yield prefix
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            yield from _all_paths(v, (*prefix, k))
-    elif isinstance(obj, list):
-        for i, v in enumerate(obj):
-            yield from _all_paths(v, (*prefix, i))
-
-
-@st.composite
-def damaged(draw):
-    doc = deep(draw(st.sampled_from(_seeds())))
-    paths = [p for p in _all_paths(doc) if p]
-    for _ in range(draw(st.integers(min_value=1, max_value=5))):
-        path = draw(st.sampled_from(paths))
-        parent = doc
-        try:
-            for part in path[:-1]:
-                parent = parent[part]
-            if draw(st.booleans()) and isinstance(parent, dict):
-                parent.pop(path[-1], None)
-            else:
-                parent[path[-1]] = draw(_junk)
-        except (KeyError, IndexError, TypeError):
-            continue
-    return doc
-
-
 @settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
-@given(doc=damaged(), phase=st.sampled_from(["mutate", "validate"]))
+@given(doc=st.deferred(lambda: damaged(_seeds())), phase=st.sampled_from(["mutate", "validate"]))
 def test_engine_answers_damaged_objects_without_raising(doc, phase):
     d = decide(policy_for("native-job"), Request(doc, namespace="team-nlp", phase=phase))
     if any(v.rule == "object.malformed" for v in d.violations):

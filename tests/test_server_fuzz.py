@@ -6,12 +6,12 @@ request's uid. Never a 5xx, never a dropped connection, never an engine exceptio
 
 from __future__ import annotations
 
-import copy
 import json
 import time
 
 import pytest
 from conftest import POLICIES, review
+from damage import damaged
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from server_util import Server, issue_certs
@@ -28,45 +28,8 @@ def server(tmp_path_factory):
     srv.stop()
 
 
-junk = st.recursive(
-    st.none() | st.booleans() | st.integers(min_value=-2**63, max_value=2**63) | st.floats(allow_nan=False)
-    | st.text(max_size=40),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=4),
-    max_leaves=12,
-)
-
-
-def _paths(obj, prefix=()):
-    yield prefix
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            yield from _paths(v, (*prefix, k))
-    elif isinstance(obj, list):
-        for i, v in enumerate(obj):
-            yield from _paths(v, (*prefix, i))
-
-
-@st.composite
-def mutated_reviews(draw):
-    doc = copy.deepcopy(draw(st.sampled_from(SEEDS)))
-    paths = [p for p in _paths(doc) if len(p) >= 2]
-    for _ in range(draw(st.integers(min_value=1, max_value=4))):
-        path = draw(st.sampled_from(paths))
-        parent = doc
-        try:
-            for part in path[:-1]:
-                parent = parent[part]
-            if draw(st.booleans()) and isinstance(parent, dict):
-                parent.pop(path[-1], None)
-            else:
-                parent[path[-1]] = draw(junk)
-        except (KeyError, IndexError, TypeError):
-            continue
-    return doc
-
-
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(doc=mutated_reviews(), path=st.sampled_from(["/mutate", "/validate"]))
+@given(doc=damaged(SEEDS, min_depth=2, max_edits=4), path=st.sampled_from(["/mutate", "/validate"]))
 def test_mutated_reviews(server, doc, path):
     client = server.client()
     status, reply = client.post_review(path, doc)

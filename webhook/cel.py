@@ -171,28 +171,15 @@ def largest_collection(value: Any) -> int:
 
     Recursion depth is bounded by the object's nesting, which the apiserver's decoder limits."""
     kind = type(value)
-    if kind is dict:
-        best = len(value)
-        for item in value.values():
-            t = type(item)
-            if t is dict or t is list:
-                size = largest_collection(item)
-                if size > best:
-                    best = size
-            elif t is str and len(item) > 64 and len(item) // 64 > best:
-                best = len(item) // 64
-        return best
-    if kind is list:
-        best = len(value)
-        for item in value:
-            t = type(item)
-            if t is dict or t is list:
-                size = largest_collection(item)
-                if size > best:
-                    best = size
-            elif t is str and len(item) > 64 and len(item) // 64 > best:
-                best = len(item) // 64
-        return best
-    if kind is str and len(value) > 64:
-        return len(value) // 64
-    return 0
+    if kind is str:
+        return len(value) // 64 if len(value) > 64 else 0
+    if kind is not dict and kind is not list:
+        return 0
+    best = len(value)
+    for item in value.values() if kind is dict else value:
+        t = type(item)
+        if t is dict or t is list or (t is str and len(item) > 64):
+            size = largest_collection(item)
+            if size > best:
+                best = size
+    return best
