@@ -167,3 +167,36 @@ def test_not_ready_without_policy(tmp_path):
     time.sleep(1.5)
     assert server.client().request("GET", "/readyz")[0] == 200  # still the last good policy
     server.stop()
+
+
+def test_graceful_shutdown_finishes_the_request_in_flight(tmp_path):
+    import signal
+    import socket
+    import ssl
+
+    from conftest import review
+    from server_util import SERVICE
+
+    certs = tmp_path / "tls"
+    pki.issue(certs, "trainadmit", "trainadmit-system")
+    server = Server(POLICIES, certs, workers=1)
+    server.wait_ready()
+    body = json.dumps(review("job-03-mutate-Job-CREATE.json")).encode()
+    ctx = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+    with ctx.wrap_socket(socket.create_connection(("127.0.0.1", server.port), timeout=20),
+                         server_hostname=SERVICE) as sock:
+        sock.sendall(b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     + f"Content-Length: {len(body)}\r\n\r\n".encode() + body[:100])
+        time.sleep(0.5)
+        server.proc.send_signal(signal.SIGTERM)  # the request is half-received: it must still be answered
+        time.sleep(0.5)
+        sock.sendall(body[100:])
+        reply = b""
+        while b"\r\n\r\n" not in reply or len(reply) < 200:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            reply += chunk
+    assert reply.startswith(b"HTTP/1.1 200"), reply[:200]
+    assert b'"allowed":true' in reply
+    assert server.proc.wait(30) == 0
