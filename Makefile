@@ -22,7 +22,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check webhook tests bench
-	$(BIN)/pytest -q
+	$(BIN)/pytest
 
 bench: $(STAMP)
 	$(BIN)/python bench/engine.py
