@@ -90,8 +90,13 @@ class Patcher:
         cur = self._containers.get(parent_path)
         if cur is not None:
             return self._set_in(cur, path, value)
-        cur = self.doc
-        for depth, part in enumerate(parent_path):
+        # start from the deepest container already held (every write along a path caches its steps)
+        start = len(parent_path) - 1
+        while start > 0 and parent_path[:start] not in self._containers:
+            start -= 1
+        cur = self._containers[parent_path[:start]]
+        for depth in range(start, len(parent_path)):
+            part = parent_path[depth]
             nxt = cur.get(part) if isinstance(cur, dict) else (cur[part] if isinstance(cur, list) and
                                                                  isinstance(part, int) and part < len(cur) else None)
             if nxt is None:
@@ -104,7 +109,7 @@ class Patcher:
             if not isinstance(nxt, dict | list):
                 raise TypeError(f"cannot set {pointer(path)}: {pointer(path[:depth + 1])} is not a map or list")
             cur = self._own(cur, part)
-        self._containers[parent_path] = cur
+            self._containers[parent_path[: depth + 1]] = cur
         return self._set_in(cur, path, value)
 
     def _set_in(self, cur: Any, path: Path, value: Any) -> bool:
@@ -116,14 +121,17 @@ class Patcher:
             # RFC 6902 "add" on an existing member replaces it; "replace" states the intent clearly.
             self._record("replace" if existing is not None else "add", path, value)
             cur[last] = _deep_owned(value, self._owned)
-            self._forget(path)
+            if type(existing) in (dict, list):
+                self._forget(path)
             return True
         if isinstance(cur, list) and isinstance(last, int) and last < len(cur):
             if cur[last] == value:
                 return False
+            old = cur[last]
             self._record("replace", path, value)
             cur[last] = _deep_owned(value, self._owned)
-            self._forget(path)
+            if type(old) in (dict, list):
+                self._forget(path)
             return True
         raise TypeError(f"cannot set {pointer(path)}")
 
@@ -157,10 +165,13 @@ class Patcher:
         cur = self._containers.get(path)
         if cur is not None:
             return cur
-        cur = self.doc
-        for part in path:
-            cur = self._own(cur, part)
-        self._containers[path] = cur
+        start = len(path) - 1
+        while start > 0 and path[:start] not in self._containers:
+            start -= 1
+        cur = self._containers[path[:start]]
+        for depth in range(start, len(path)):
+            cur = self._own(cur, path[depth])
+            self._containers[path[: depth + 1]] = cur
         return cur
 
 
