@@ -87,12 +87,13 @@ class Client:
 
 class Server:
     def __init__(self, policy_dir: Path, cert_dir: Path, workers: int = 2, extra: list[str] | None = None,
-                 log: Path | None = None):
+                 log: Path | None = None, env_extra: dict | None = None):
         self.port = free_port()
         self.cert_dir = cert_dir
         self.log = log or cert_dir / "server.log"
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+        env.update(env_extra or {})
         self._log_file = open(self.log, "wb")  # noqa: SIM115 - lives as long as the server process
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "webhook.cli", "serve", "-p", str(policy_dir),

@@ -151,7 +151,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         start_reconciler(args.namespace, load_policy_dir(args.policy).keys.podgroup)
     config = ServerConfig(policy_dir=args.policy, cert_file=args.tls_cert, key_file=args.tls_key,
                           cluster_files=args.cluster or [], reload_interval=args.reload_interval,
-                          enable_noop=args.enable_noop)
+                          enable_noop=args.enable_noop, cluster_live=args.cluster_live)
     serve(config, bind=f"{args.host}:{args.port}", workers=args.workers, threads=args.threads,
           timeout=args.timeout, graceful_timeout=args.graceful_timeout)
     return EXIT_OK
@@ -257,6 +257,8 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--reload-interval", type=float, default=2.0, help="policy directory poll, seconds")
     srv.add_argument("--cluster", action="append", help="cluster snapshot file (until the live view exists)")
     srv.add_argument("--enable-noop", action="store_true", help="serve POST /noop (benchmark floor)")
+    srv.add_argument("--cluster-live", action="store_true",
+                     help="watch Nodes and ResourceQuotas (pool capacity, domain sizes, remaining GPU quota)")
     srv.add_argument("--manage-certs", action="store_true",
                      help="in-cluster mode: create and rotate the TLS Secret and the caBundle (Lease-elected)")
     srv.add_argument("--reconcile", action="store_true",

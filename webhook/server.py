@@ -37,6 +37,7 @@ class ServerConfig:
     cluster_files: list[str] = field(default_factory=list)
     reload_interval: float = 2.0
     enable_noop: bool = False  # a no-op admission endpoint: the stack's own floor, for benchmarks
+    cluster_live: bool = False  # watch Nodes and ResourceQuotas through the Kubernetes API
 
     @classmethod
     def from_env(cls) -> ServerConfig:
@@ -47,6 +48,7 @@ class ServerConfig:
             cluster_files=[f for f in env.get("TRAINADMIT_CLUSTER_SNAPSHOT", "").split(",") if f],
             reload_interval=float(env.get("TRAINADMIT_RELOAD_INTERVAL", "2")),
             enable_noop=env.get("TRAINADMIT_ENABLE_NOOP") == "1",
+            cluster_live=env.get("TRAINADMIT_CLUSTER_LIVE") == "1",
         )
 
 
@@ -75,6 +77,20 @@ def create_app(config: ServerConfig | None = None) -> Flask:
     policies = PolicyStore(config.policy_dir)
     policies.poll()
     cluster: ClusterView = SnapshotCluster.from_files(config.cluster_files) if config.cluster_files else NoCluster()
+    live = None
+    if config.cluster_live:
+        from kubernetes import client
+        from kubernetes import config as kube_config
+
+        from .livecluster import LiveCluster
+
+        try:
+            kube_config.load_incluster_config()
+        except kube_config.ConfigException:
+            kube_config.load_kube_config()
+        live = LiveCluster(client.CoreV1Api(), log=lambda message: emit("cluster_view", message=message))
+        live.start(threading.Event())
+        cluster = live
     certs = cert_store(config.cert_file, config.key_file) if config.cert_file and config.key_file else None
 
     def reload_loop() -> None:
@@ -165,6 +181,8 @@ def create_app(config: ServerConfig | None = None) -> Flask:
             problems.append(f"no policy loaded ({policies.last_error or 'not loaded yet'})")
         if certs is not None and not certs.valid():
             problems.append("serving certificate missing, unreadable or expired")
+        if live is not None and not live.synced.is_set():
+            problems.append("cluster view not synced yet (listing nodes and resource quotas)")
         if problems:
             return _json({"status": "not ready", "problems": problems}, 503)
         body = {"status": "ready", "generation": policies.current.generation}  # type: ignore[union-attr]
@@ -210,6 +228,7 @@ def serve(config: ServerConfig, bind: str = "0.0.0.0:8443", workers: int = 2, th
         "TRAINADMIT_CLUSTER_SNAPSHOT": ",".join(str(Path(f).resolve()) for f in config.cluster_files),
         "TRAINADMIT_RELOAD_INTERVAL": str(config.reload_interval),
         "TRAINADMIT_ENABLE_NOOP": "1" if config.enable_noop else "0",
+        "TRAINADMIT_CLUSTER_LIVE": "1" if config.cluster_live else "0",
     })
     options = {
         "bind": bind, "workers": workers, "worker_class": "gthread", "threads": threads,

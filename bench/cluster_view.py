@@ -1,0 +1,59 @@
+"""Cost of the engine's cluster-view questions as the cluster grows (100, 1,000, 10,000 nodes).
+
+Run: .venv/bin/python bench/cluster_view.py
+
+DESIGN §8 asks that the cost per request stay flat as the cluster view grows. The live view keeps
+per-pool indices updated by watch events, so a request only reads counters; the snapshot view
+(`check --cluster`) computes them once per pool. Reported: µs per request-worth of questions
+(pool size + largest domain + namespace quota) and the ratio to the 100-node case, same run.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from webhook.livecluster import LiveCluster  # noqa: E402
+from webhook.policy import load_policy_dir  # noqa: E402
+
+
+def build(n: int) -> LiveCluster:
+    view = LiveCluster(core=None, log=lambda m: None)
+    for i in range(n):
+        view._put_node({"metadata": {"name": f"n{i}", "labels": {
+            "trainadmit.io/pool": "h100-ib", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+            "topology.kubernetes.io/rack": f"r{i // 16}", "topology.kubernetes.io/zone": f"z{i // 512}"}}})
+    for ns in range(50):
+        view._put_quota({"metadata": {"namespace": f"team-{ns}", "name": "gpu"},
+                         "status": {"hard": {"requests.nvidia.com/gpu": "64"}, "used": {"requests.nvidia.com/gpu": "8"}}})
+    view.synced.set()
+    return view
+
+
+def main() -> None:
+    policy = load_policy_dir(ROOT / "policies")
+    pool = policy.pools["h100-ib"]
+    rack, zone = pool.topology.level("rack"), pool.topology.level("zone")
+    results = {}
+    for n in (100, 1_000, 10_000):
+        view = build(n)
+        view.pool_nodes(pool), view.largest_domain(pool, rack), view.largest_domain(pool, zone)
+        best = float("inf")
+        for _ in range(5):
+            start = time.perf_counter()
+            for _ in range(5000):
+                view.pool_nodes(pool)
+                view.largest_domain(pool, rack)
+                view.largest_domain(pool, zone)
+                view.gpu_quota("team-7", "nvidia.com/gpu")
+            best = min(best, (time.perf_counter() - start) / 5000)
+        results[n] = best
+        print(f"{n:>6} nodes: {best * 1e6:7.2f} µs per request ({best / results[100]:.2f}x the 100-node cost)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""The live cluster view on the captured apiserver responses: pagination, watch events, 410 relist,
+and answers that stay constant-cost as the node count grows."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+from conftest import FIXTURES, POLICIES
+from fake_apiserver_lists import ListWatchServer
+from helpers import job, rules_of
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from webhook.engine import Request, decide
+from webhook.livecluster import LiveCluster
+
+API = FIXTURES / "apiserver"
+
+
+def _fixture_server(oldest_rv=0):
+    nodes = json.loads((API / "nodes-list.json").read_text())
+    quotas = json.loads((API / "resourcequotas-list-with-usage.json").read_text())
+    events = [json.loads(line) for line in (API / "nodes-watch-stream.jsonl").read_text().splitlines() if line]
+    return ListWatchServer({"nodes": nodes["items"], "resourcequotas": quotas["items"]}, {"nodes": events},
+                           nodes["metadata"]["resourceVersion"], oldest_rv)
+
+
+def test_paginated_list_then_watch_events(policy):
+    server = _fixture_server()
+    try:
+        view = LiveCluster(server.core(), page_size=2, log=lambda m: None)
+        rv = view.list_all("nodes")
+        view.list_all("resourcequotas")
+        assert rv == "220" and view.synced.is_set()
+        assert [c.split(":")[1] for c in server.calls[:3]] == ["list", "list", "list"]  # 5 nodes, pages of 2
+        pool = policy.pools["h100-ib"]
+        rack = pool.topology.level("rack")
+        assert view.pool_nodes(pool) == 4 and view.largest_domain(pool, rack) == 2
+        assert view.gpu_quota("team-nlp", "nvidia.com/gpu") == (64, 48)
+        last = view.watch("nodes", rv, threading.Event())
+        # MODIFIED h100-r2-n2 (relabelled), DELETED cpu-n1, ADDED h100-r3-n1, then a BOOKMARK
+        assert last == "224"
+        assert "cpu-n1" not in view._labels and "h100-r3-n1" in view._labels
+        expected = sum(1 for labels in view._labels.values() if labels.get("trainadmit.io/pool") == "h100-ib"
+                       and labels.get("nvidia.com/gpu.product") == "NVIDIA-H100-80GB-HBM3")
+        assert view.pool_nodes(pool) == expected
+        # the engine uses it: 3 workers do not fit the largest rack
+        d = decide(policy, Request(job(workers=3)), view)
+        assert "topology.domain-fit" in rules_of(d)
+        assert "has 16 of 64 free (ResourceQuota)" in " ".join(v.message for v in d.violations)
+    finally:
+        server.close()
+
+
+def test_expired_watch_relists(policy):
+    server = _fixture_server(oldest_rv=10_000)  # every watch is too old: 410 -> relist
+    stop = threading.Event()
+    try:
+        view = LiveCluster(server.core(), page_size=100, log=lambda m: None)
+        threading.Thread(target=view.run, args=("nodes", stop), daemon=True).start()
+        deadline = time.monotonic() + 10
+        while view.relists < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert view.relists >= 2
+        assert sum(1 for c in server.calls if c.startswith("nodes:list")) >= 3
+    finally:
+        stop.set()
+        server.close()
+
+
+def _node(name, pool, rack):
+    return {"metadata": {"name": name, "labels": {"trainadmit.io/pool": pool,
+                                                  "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+                                                  "topology.kubernetes.io/rack": rack}}}
+
+
+@settings(max_examples=60, deadline=None)
+@given(events=st.lists(st.tuples(st.sampled_from(["put", "delete"]), st.integers(0, 30),
+                                 st.sampled_from(["h100-ib", "other"]), st.sampled_from(["r1", "r2", "r3"])),
+                       max_size=80))
+def test_incremental_indices_equal_a_fresh_count(events):
+    """Whatever the event order, the counters kept in place equal a count from scratch."""
+    from webhook.cluster import SnapshotCluster
+    from webhook.policy import load_policy_dir
+
+    policy = load_policy_dir(POLICIES)
+    pool, rack = policy.pools["h100-ib"], policy.pools["h100-ib"].topology.level("rack")
+    view = LiveCluster(core=None, log=lambda m: None)
+    view.synced.set()
+    view.pool_nodes(pool), view.largest_domain(pool, rack)  # indices exist before the events
+    current: dict[str, dict] = {}
+    for op, i, pool_name, rack_name in events:
+        node = _node(f"n{i}", pool_name, rack_name)
+        if op == "put":
+            view._put_node(node)
+            current[f"n{i}"] = node
+        else:
+            view._delete_node(node)
+            current.pop(f"n{i}", None)
+        fresh = SnapshotCluster([{**n, "kind": "Node"} for n in current.values()])
+        assert view.pool_nodes(pool) == (fresh.pool_nodes(pool) or 0)
+        assert view.largest_domain(pool, rack) == (fresh.largest_domain(pool, rack) or 0)
+
+
+def test_server_with_the_live_view(tmp_path):
+    """`serve --cluster-live` against the fake apiserver: ready once synced; decisions use the view."""
+    import yaml
+    from server_util import Server, issue_certs
+
+    api = _fixture_server()
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+        "clusters": [{"name": "fake", "cluster": {"server": f"http://127.0.0.1:{api.port}"}}],
+        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}]}))
+    server = Server(POLICIES, issue_certs(tmp_path / "certs"), workers=1, extra=["--cluster-live"],
+                    env_extra={"KUBECONFIG": str(kubeconfig)})
+    try:
+        server.wait_ready()
+        body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                "request": {"uid": "u1", "operation": "CREATE", "namespace": "team-nlp", "object": job(workers=3)}}
+        status, reply = server.client().post_review("/mutate", body)
+        assert status == 200 and reply["response"]["allowed"] is False
+        assert "(in the cluster)" in reply["response"]["status"]["message"]
+        assert "has 16 of 64 free (ResourceQuota)" in reply["response"]["status"]["message"]
+    finally:
+        server.stop()
+        api.close()
