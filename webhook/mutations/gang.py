@@ -54,10 +54,6 @@ def backend_id(ctx: Context) -> str:
     return gang.backend.value
 
 
-def group_name(ctx: Context) -> str | None:
-    return ctx.workload.name
-
-
 def keep_or_set(ctx: Context, path: tuple, value: object, source: str) -> None:
     """Set ``value`` when the field is empty; otherwise keep what is there (user's or ours) and note it."""
     current = ctx.patcher.get(path)
@@ -106,7 +102,7 @@ def apply(ctx: Context) -> str | None:
 
 
 def _need_name(ctx: Context, what: str) -> str | None:
-    name = group_name(ctx)
+    name = ctx.workload.name
     if name is None:
         ctx.report("gang.name-required", "metadata.name",
                    f"backend {backend_id(ctx)} names {what} after the Job, and a generateName Job has no name "
