@@ -274,3 +274,20 @@ def test_the_guide_pool_and_its_tests_pass(tmp_path):
     r = cli("policy", "test", str(d))
     assert r.returncode == 0, r.stdout
     assert "an 8-node B200 job is colocated in one rack with RoCE" in r.stdout
+
+
+def test_expected_mutated_object(tmp_path):
+    """A case can pin the whole mutated object; a difference names the fields."""
+    d = write_policy(tmp_path / "p")
+    shutil.copytree(EXAMPLES, tmp_path / "examples")
+    mutated = cli("check", str(EXAMPLES / "llama-pretrain.yaml"), "-o", "yaml", "-p", str(d)).stdout
+    (d / "tests").mkdir()
+    (d / "tests" / "llama.mutated.yaml").write_text(mutated)
+    suite = {"apiVersion": "trainadmit.io/v1alpha1", "kind": "PolicyTest", "metadata": {"name": "pinned"},
+             "cases": [{"name": "llama as a whole", "file": "../../examples/llama-pretrain.yaml",
+                        "expect": {"mutated": {"file": "llama.mutated.yaml"}}}]}
+    (d / "tests" / "pinned.test.yaml").write_text(yaml.safe_dump(suite))
+    assert cli("policy", "test", str(d)).returncode == 0
+    (d / "tests" / "llama.mutated.yaml").write_text(mutated.replace("minCount: 4", "minCount: 5"))
+    r = cli("policy", "test", str(d))
+    assert r.returncode == 1 and "mutated object differs at spec.scheduling.schedulingPolicy.gang.minCount" in r.stdout

@@ -1,6 +1,7 @@
 """`trainadmit policy test`: YAML test suites next to the policies, run through the real engine.
 
-A suite (``*.test.yaml`` anywhere under the policy directory, or any YAML under ``tests/``):
+A suite (``*.test.yaml`` anywhere under the policy directory, or any YAML under ``tests/``; other
+documents under ``tests/`` are fixture data the cases may reference):
 
     apiVersion: trainadmit.io/v1alpha1
     kind: PolicyTest
@@ -15,6 +16,7 @@ A suite (``*.test.yaml`` anywhere under the policy directory, or any YAML under 
         warnings: [custom.owner-label]          # exact set of warning rule ids
         messages: ["whole nodes"]               # regexes, each must match some violation
         fields: {spec.scheduling.schedulingPolicy.gang.minCount: 4}   # in the mutated object
+        mutated: {file: llama.mutated.yaml}     # or inline: the whole mutated object
 
 A directory without tests is a failure unless ``allow_empty``: a green run must mean tested.
 """
@@ -68,6 +70,20 @@ def _field(obj: Any, dotted: str) -> Any:
     return cur
 
 
+def _leaves(obj: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(obj, dict) and obj:
+        out: dict[str, Any] = {}
+        for k, v in obj.items():
+            out.update(_leaves(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    if isinstance(obj, list) and obj:
+        out = {}
+        for i, v in enumerate(obj):
+            out.update(_leaves(v, f"{prefix}[{i}]"))
+        return out
+    return {prefix: obj}
+
+
 def _load_case_object(case: dict, base: Path) -> tuple[Any, dict]:
     extra: dict = {}
     if "review" in case:
@@ -109,6 +125,16 @@ def run_case(policy, suite: str, case: dict, base: Path) -> CaseResult:
     for pattern in expect.get("messages") or []:
         if not any(re.search(pattern, t) for t in texts):
             result.failures.append(f"no violation matches /{pattern}/ (got: {texts or 'none'})")
+    if "mutated" in expect:
+        want = expect["mutated"]
+        if isinstance(want, dict) and set(want) == {"file"}:
+            want = next(d for d in yaml.safe_load_all((base / want["file"]).read_text()) if d is not None)
+        got = decision.mutated if decision.mutated is not None else obj
+        if got != want:
+            differing = sorted(k for k in set(_leaves(got)) | set(_leaves(want))
+                               if _leaves(got).get(k) != _leaves(want).get(k))
+            result.failures.append(f"mutated object differs at {', '.join(differing[:5])}"
+                                   + (" …" if len(differing) > 5 else ""))
     for path, want in (expect.get("fields") or {}).items():
         got = _field(decision.mutated if decision.mutated is not None else obj, path)
         if got != want:
@@ -132,10 +158,12 @@ def run(directory: str | Path) -> tuple[list[CaseResult], list[str]]:
         except yaml.YAMLError as exc:
             errors.append(f"{path}: not valid YAML: {exc}")
             continue
+        strict = path.name.endswith((".test.yaml", ".test.yml"))
         for doc in docs:
             if not isinstance(doc, dict) or doc.get("kind") != "PolicyTest":
-                kind = doc.get("kind") if isinstance(doc, dict) else doc
-                errors.append(f"{path}: expected kind PolicyTest, got {kind!r}")
+                if strict:  # other YAML under tests/ is fixture data for the cases
+                    kind = doc.get("kind") if isinstance(doc, dict) else doc
+                    errors.append(f"{path}: expected kind PolicyTest, got {kind!r}")
                 continue
             suite = f"{path.relative_to(root)}:{(doc.get('metadata') or {}).get('name', '')}"
             for case in doc.get("cases") or []:
