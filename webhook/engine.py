@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from .cluster import ClusterView, NoCluster
@@ -178,13 +179,19 @@ def _provenance(ctx: Context, backend: str | None) -> None:
     if not concerns:
         return
     r = ctx.resolved
-    value = json.dumps({"generation": ctx.policy.generation, "pool": r.pool_name, "gang": backend or "none",
-                        "topology": r.level_name if r.pods > 1 else None, "injected": concerns},
-                       sort_keys=True, separators=(",", ":"))
+    value = _applied_value(ctx.policy.generation, r.pool_name, backend or "none",
+                           r.level_name if r.pods > 1 else None, tuple(concerns))
     key = ctx.policy.keys.applied
     ctx.patcher.set(("metadata", "annotations", key), value)
     if ctx.workload.is_job:
         ctx.patcher.set((*ctx.workload.pod_meta_path, "annotations", key), value)
+
+
+@lru_cache(maxsize=1024)
+def _applied_value(generation: str, pool: str | None, gang: str, topology: str | None, injected: tuple) -> str:
+    """The provenance annotation; a handful of distinct values per policy generation, so cached."""
+    return json.dumps({"generation": generation, "pool": pool, "gang": gang, "topology": topology,
+                       "injected": list(injected)}, sort_keys=True, separators=(",", ":"))
 
 
 def read_applied(obj: dict, policy: PolicySet) -> dict | None:

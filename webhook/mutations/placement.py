@@ -28,6 +28,9 @@ def apply(ctx: Context) -> None:
     if pool is None:
         return
     source = f"Pool {r.pool_name}"
+    selector_path = (*w.pod_spec_path, "nodeSelector")
+    if not ctx.patcher.get(selector_path) and pool.nodeSelector:  # absent: the whole map in one operation
+        ctx.inject(selector_path, dict(pool.nodeSelector), "placement", f"{source}: spec.nodeSelector")
     for key, value in pool.nodeSelector.items():
         path = (*w.pod_spec_path, "nodeSelector", key)
         current = ctx.patcher.get(path)
