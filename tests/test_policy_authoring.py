@@ -9,7 +9,7 @@ import sys
 
 import pytest
 import yaml
-from conftest import EXAMPLES, FIXTURES, POLICIES, ROOT, load_yaml, review, write_policy
+from conftest import EXAMPLES, FIXTURES, POLICIES, ROOT, deep, load_yaml, review, write_policy
 from helpers import job
 
 from webhook.cel import CelError, compile_expression, comprehension_depth
@@ -291,3 +291,20 @@ def test_expected_mutated_object(tmp_path):
     (d / "tests" / "llama.mutated.yaml").write_text(mutated.replace("minCount: 4", "minCount: 5"))
     r = cli("policy", "test", str(d))
     assert r.returncode == 1 and "mutated object differs at spec.scheduling.schedulingPolicy.gang.minCount" in r.stdout
+
+
+def test_managed_fields_are_passed_to_cel_only_when_a_rule_names_them(tmp_path):
+    from webhook.rules.custom import _without_managed_fields
+
+    obj = review("job-03-mutate-Job-CREATE.json")["request"]["object"]
+    assert obj["metadata"]["managedFields"]
+    rules = [_rule("sees-managed", "has(object.metadata.managedFields)")]
+    policy = load_policy_dir(with_extra(tmp_path, rules))
+    d = decide(policy, Request(deep(obj), namespace="team-nlp"))
+    assert "custom.sees-managed" not in {v.rule for v in d.violations}  # the rule names them: passed
+    assert _without_managed_fields(obj, policy.compiled_rules) is obj
+    plain = load_policy_dir(with_extra(tmp_path / "b", [_rule("name", "object.metadata.name != ''")]))
+    slim = _without_managed_fields(obj, plain.compiled_rules)
+    assert "managedFields" not in slim["metadata"] and obj["metadata"]["managedFields"]
+    assert {k: v for k, v in slim["metadata"].items()} == {k: v for k, v in obj["metadata"].items()
+                                                           if k != "managedFields"}

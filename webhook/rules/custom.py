@@ -39,11 +39,28 @@ class CompiledRule:
         return f"custom.{self.name}"
 
     @property
+    def programs(self) -> list[Program]:
+        out = [p for _, p in self.conditions] + [v.program for v in self.validations]
+        return out + [v.message_program for v in self.validations if v.message_program]
+
+    @property
     def needs_size(self) -> bool:
         """Only expressions with comprehensions need the object's largest collection for their bound."""
-        programs = [p for _, p in self.conditions] + [v.program for v in self.validations]
-        programs += [v.message_program for v in self.validations if v.message_program]
-        return any(p.depth for p in programs)
+        return any(p.depth for p in self.programs)
+
+
+def _without_managed_fields(obj: dict | None, rules: list[CompiledRule]) -> dict | None:
+    """``metadata.managedFields`` is often the largest part of an object the apiserver sends, and
+    converting the object into CEL values is most of a rule's cost; leave it out unless a rule
+    names it."""
+    if not isinstance(obj, dict):
+        return obj
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict) or "managedFields" not in meta:
+        return obj
+    if any("managedFields" in p.source for r in rules for p in r.programs):
+        return obj
+    return {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
 
 
 def compile_rules(rules: dict) -> tuple[list[CompiledRule], list[tuple[str, str, str]]]:
@@ -79,7 +96,7 @@ def check(ctx: Context, view: Workload, operation: str = "CREATE", old: dict | N
         return
     namespace = ctx.namespace
     data = {
-        "object": view.obj, "oldObject": old,
+        "object": _without_managed_fields(view.obj, rules), "oldObject": _without_managed_fields(old, rules),
         "request": {"operation": operation, "namespace": namespace, "name": view.name or "",
                     "userInfo": user or {}, "dryRun": dry_run,
                     "kind": {"group": "batch" if view.is_job else "", "version": "v1", "kind": view.kind}},
