@@ -91,7 +91,8 @@ class Toleration(Strict):
 
 
 class TopologyLevel(Strict):
-    name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,30}$")]
+    name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,30}$",
+                               description="What users write in trainadmit.io/topology (node, rack, zone…).")]
     nodeLabel: str = Field(description="Node label whose value names one domain of this level.")
     maxNodes: Annotated[int, Field(ge=1, description="Nodes in the largest domain of this level.")]
 
@@ -103,7 +104,7 @@ class TopologyLevel(Strict):
 
 class Topology(Strict):
     default: str = Field(description="Level used when a Job does not name one ('any' = no colocation).")
-    levels: list[TopologyLevel] = Field(min_length=1)
+    levels: list[TopologyLevel] = Field(min_length=1, description="From the smallest domain to the largest.")
 
     @model_validator(mode="after")
     def _levels(self) -> Topology:
@@ -126,7 +127,7 @@ class Topology(Strict):
 class Rdma(Strict):
     resources: dict[str, int] = Field(default_factory=dict, description="Extended RDMA resources per GPU container.")
     networks: list[str] = Field(default_factory=list, description="Multus networks: [namespace/]name[@ifname].")
-    ipcLock: bool = True
+    ipcLock: bool = Field(True, description="Add CAP_IPC_LOCK to GPU containers (RDMA pins memory).")
 
     @field_validator("resources")
     @classmethod
@@ -149,7 +150,8 @@ class Rdma(Strict):
 
 
 class Nccl(Strict):
-    env: dict[str, str] = Field(default_factory=dict)
+    env: dict[str, str] = Field(
+        default_factory=dict, description="NCCL variables set on every GPU container; checked against NCCL's grammar.")
 
     @field_validator("env")
     @classmethod
@@ -170,12 +172,13 @@ class PoolSpec(Strict):
 
     gpu: GpuSpec
     default: bool = Field(False, description="Default pool for Jobs that request this GPU resource.")
-    nodeSelector: dict[str, str] = Field(default_factory=dict)
-    tolerations: list[Toleration] = Field(default_factory=list)
-    topology: Topology
+    nodeSelector: dict[str, str] = Field(
+        default_factory=dict, description="Node labels that select the pool; a contradicting user value is denied.")
+    tolerations: list[Toleration] = Field(default_factory=list, description="Taints of the pool's nodes to tolerate.")
+    topology: Topology = Field(description="Topology levels (smallest first) and the default level.")
     capacityNodes: int | None = Field(None, ge=1, description="Nodes in the pool when no cluster view is given.")
-    rdma: Rdma | None = None
-    nccl: Nccl = Field(default_factory=Nccl)
+    rdma: Rdma | None = Field(None, description="The pool's RDMA fabric; absent means no RDMA (requests are denied).")
+    nccl: Nccl = Field(default_factory=Nccl, description="NCCL settings of the pool's fabric.")
 
     @field_validator("nodeSelector")
     @classmethod
@@ -202,9 +205,10 @@ class Pool(Strict):
 
 
 class DatasetSpec(Strict):
-    claimName: Annotated[str, Field(pattern=_DNS_SUBDOMAIN, max_length=253)]
-    mountPath: Annotated[str, Field(pattern=r"^/[^:]*$")]
-    subPath: str | None = None
+    claimName: Annotated[str, Field(pattern=_DNS_SUBDOMAIN, max_length=253,
+                                    description="PersistentVolumeClaim in the Job's namespace, mounted read-only.")]
+    mountPath: Annotated[str, Field(pattern=r"^/[^:]*$", description="Where GPU containers see the dataset.")]
+    subPath: str | None = Field(None, description="Mount only this directory of the claim.")
 
 
 class Dataset(Strict):
@@ -215,8 +219,9 @@ class Dataset(Strict):
 
 
 class CheckpointClassSpec(Strict):
-    claimName: Annotated[str, Field(pattern=_DNS_SUBDOMAIN, max_length=253)]
-    mountPath: Annotated[str, Field(pattern=r"^/[^:]*$")]
+    claimName: Annotated[str, Field(pattern=_DNS_SUBDOMAIN, max_length=253,
+                                    description="PersistentVolumeClaim (ReadWriteMany) for checkpoints.")]
+    mountPath: Annotated[str, Field(pattern=r"^/[^:]*$", description="Where GPU containers see it.")]
     env: dict[str, str] = Field(default_factory=dict, description="Variables set on GPU containers.")
 
     @field_validator("env")
@@ -240,11 +245,13 @@ class CheckpointClass(Strict):
 
 
 class PriorityTierSpec(Strict):
-    className: Annotated[str, Field(pattern=_DNS_SUBDOMAIN, max_length=253)]
+    className: Annotated[str, Field(pattern=_DNS_SUBDOMAIN, max_length=253,
+                                    description="The PriorityClass set as priorityClassName.")]
     value: Annotated[int, Field(ge=-2147483648, le=1000000000)] = Field(
         description="The PriorityClass value; bare Pods need it because the apiserver resolved priority before us."
     )
-    preemptionPolicy: Literal["PreemptLowerPriority", "Never"] = "PreemptLowerPriority"
+    preemptionPolicy: Literal["PreemptLowerPriority", "Never"] = Field(
+        "PreemptLowerPriority", description="The PriorityClass's preemptionPolicy (set on bare Pods).")
     kueuePriorityClass: str | None = Field(None, description="Kueue WorkloadPriorityClass for the kueue backend.")
 
 
@@ -261,10 +268,10 @@ class PriorityTier(Strict):
 
 class QuotaSpec(Strict):
     namespaces: list[str] = Field(min_length=1, description="Namespace names or globs (team-*).")
-    maxGPUsPerJob: int | None = Field(None, ge=0)
-    maxWorkersPerJob: int | None = Field(None, ge=1)
-    allowedPools: list[str] | None = None
-    allowedPriorities: list[str] | None = None
+    maxGPUsPerJob: int | None = Field(None, ge=0, description="GPUs of all workers of one Job.")
+    maxWorkersPerJob: int | None = Field(None, ge=1, description="Pods that run at once (parallelism).")
+    allowedPools: list[str] | None = Field(None, description="Pools the namespaces may use; default all.")
+    allowedPriorities: list[str] | None = Field(None, description="Priority tiers the namespaces may use; default all.")
     gpuQuota: int | None = Field(None, ge=0, description="GPUs the namespace may hold when no ResourceQuota says so.")
 
 
@@ -305,7 +312,7 @@ class Enforceable(StrEnum):
 
 
 class GangSettings(Strict):
-    backend: GangBackend = GangBackend.native
+    backend: GangBackend = Field(GangBackend.native, description="Gang scheduler of the cluster.")
     nativeMode: Literal["job-scheduling", "pod-group"] = Field(
         "job-scheduling",
         description="job-scheduling: Job.spec.scheduling (the Job controller builds the PodGroup); "
@@ -313,14 +320,15 @@ class GangSettings(Strict):
     )
     schedulerName: str | None = Field(None, description="Defaults: volcano -> volcano, coscheduling -> "
                                       "scheduler-plugins-scheduler, native/kueue -> unchanged.")
-    queue: str = "default"
-    disruptionMode: Literal["all", "single"] | None = None
-    topologyMethod: Literal["auto", "native", "kueue", "podAffinity", "none"] = "auto"
-    scheduleTimeoutSeconds: int | None = Field(None, ge=1)
+    queue: str = Field("default", description="Kueue LocalQueue / Volcano queue when the Job names none.")
+    disruptionMode: Literal["all", "single"] | None = Field(None, description="native: disruptionMode of the gang.")
+    topologyMethod: Literal["auto", "native", "kueue", "podAffinity", "none"] = Field(
+        "auto", description="How workers are colocated: auto picks what the backend understands.")
+    scheduleTimeoutSeconds: int | None = Field(None, ge=1, description="coscheduling: PodGroup scheduleTimeoutSeconds.")
 
 
 class ShmSettings(Strict):
-    sizeLimit: str = "64Gi"
+    sizeLimit: str = Field("64Gi", description="Size limit of the memory-backed /dev/shm of GPU containers.")
 
     @field_validator("sizeLimit", mode="before")
     @classmethod
@@ -329,21 +337,23 @@ class ShmSettings(Strict):
 
 
 class Defaults(Strict):
-    priority: str | None = None
-    checkpoint: str = "none"
+    priority: str | None = Field(None, description="Priority tier when the Job names none.")
+    checkpoint: str = Field("none", description="Checkpoint class when the Job names none.")
 
 
 class PlatformSpec(Strict):
-    kubernetesVersion: Annotated[str, Field(pattern=r"^1\.\d{2}$")] = "1.37"
+    kubernetesVersion: Annotated[str, Field(pattern=r"^1\.\d{2}$",
+                                            description="Target cluster version (schema and feature checks).")] = "1.37"
     featureGates: list[str] = Field(
         default_factory=list,
         description="Feature gates the cluster has on (GenericWorkload, WorkloadWithJob, "
         "TopologyAwareWorkloadScheduling); `check` warns when the backend needs one that is missing.",
     )
-    intentPrefix: Annotated[str, Field(pattern=_DNS_SUBDOMAIN)] = "trainadmit.io"
+    intentPrefix: Annotated[str, Field(pattern=_DNS_SUBDOMAIN,
+                                       description="Prefix of the intent keys users write.")] = "trainadmit.io"
     exemptNamespaces: list[str] = Field(
-        default_factory=lambda: ["kube-system", "kube-public", "kube-node-lease", "trainadmit-system"]
-    )
+        default_factory=lambda: ["kube-system", "kube-public", "kube-node-lease", "trainadmit-system"],
+        description="Namespaces (or globs) trainadmit never touches.")
     exemptUsers: list[str] = Field(default_factory=list,
                                    description="Requests by these users (userInfo.username) pass untouched.")
     exemptGroups: list[str] = Field(default_factory=list,
@@ -352,10 +362,11 @@ class PlatformSpec(Strict):
         default_factory=lambda: ["nvidia.com/gpu", "amd.com/gpu"],
         description="Resources that make a workload a GPU workload (besides every pool's own).",
     )
-    gang: GangSettings = Field(default_factory=GangSettings)
-    defaults: Defaults = Field(default_factory=Defaults)
-    shm: ShmSettings = Field(default_factory=ShmSettings)
-    enforce: list[Enforceable] = Field(default_factory=list)
+    gang: GangSettings = Field(default_factory=GangSettings, description="Gang backend and its settings.")
+    defaults: Defaults = Field(default_factory=Defaults, description="Intent used when a Job names none.")
+    shm: ShmSettings = Field(default_factory=ShmSettings, description="/dev/shm for GPU containers.")
+    enforce: list[Enforceable] = Field(default_factory=list,
+                                       description="Fields the platform owns: a different user value is denied.")
     rules: dict[str, Action] = Field(default_factory=dict, description="Per-rule action overrides.")
 
 
@@ -390,13 +401,16 @@ class CelValidation(Strict):
 
 
 class RuleSpec(Strict):
-    action: Literal["deny", "warn"] = "deny"
-    kinds: list[Literal["Job", "Pod"]] = Field(default_factory=lambda: ["Job", "Pod"])
-    operations: list[Literal["CREATE", "UPDATE"]] = Field(default_factory=lambda: ["CREATE"])
+    action: Literal["deny", "warn"] = Field("deny", description="What a failed validation does.")
+    kinds: list[Literal["Job", "Pod"]] = Field(default_factory=lambda: ["Job", "Pod"],
+                                               description="Kinds the rule applies to.")
+    operations: list[Literal["CREATE", "UPDATE"]] = Field(default_factory=lambda: ["CREATE"],
+                                                          description="Operations; oldObject is set on UPDATE.")
     namespaces: list[str] | None = Field(None, description="Namespace names or globs; default all.")
-    matchConditions: list[MatchCondition] = Field(default_factory=list)
+    matchConditions: list[MatchCondition] = Field(default_factory=list,
+                                                  description="All must be true, or the rule is skipped.")
     params: dict[str, object] = Field(default_factory=dict, description="Values the expressions read as params.")
-    validations: list[CelValidation] = Field(min_length=1)
+    validations: list[CelValidation] = Field(min_length=1, description="Each false one is a violation.")
 
 
 class Rule(Strict):
