@@ -308,3 +308,16 @@ def test_managed_fields_are_passed_to_cel_only_when_a_rule_names_them(tmp_path):
     assert "managedFields" not in slim["metadata"] and obj["metadata"]["managedFields"]
     assert {k: v for k, v in slim["metadata"].items()} == {k: v for k, v in obj["metadata"].items()
                                                            if k != "managedFields"}
+
+
+def test_rule_variables_as_in_validating_admission_policy(tmp_path):
+    rule = _rule("trainer-names", "variables.names.all(n, n.startsWith(params.prefix)) && variables.count == 1",
+                 params={"prefix": "train"},
+                 variables=[{"name": "names", "expression": "object.spec.template.spec.containers.map(c, c.name)"},
+                            {"name": "count", "expression": "size(variables.names)"}])
+    policy = load_policy_dir(with_extra(tmp_path, [rule]))
+    assert "custom.trainer-names" not in {v.rule for v in decide(policy, Request(job())).violations}
+    bad = job(container={"name": "eval"})
+    assert "custom.trainer-names" in {v.rule for v in decide(policy, Request(bad)).denials}
+    findings, _ = lint(with_extra(tmp_path / "b", [_rule("v", "true", variables=[{"name": "x", "expression": "1 +"}])]))
+    assert [f.field for f in findings] == ["spec.variables[0].expression"]

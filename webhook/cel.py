@@ -114,7 +114,8 @@ def _env():
         from cel_expr_python import cel
         from cel_expr_python.ext import ext_strings
 
-        _ENV = (cel, cel.NewEnv(variables={name: cel.Type.DYN for name in ("object", "oldObject", "request", "params")},
+        _ENV = (cel, cel.NewEnv(variables={name: cel.Type.DYN for name in ("object", "oldObject", "request", "params",
+                                                                                 "variables")},
                                 extensions=[ext_strings.ExtStrings()], functions=_functions(cel)))
     return _ENV
 

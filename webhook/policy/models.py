@@ -386,6 +386,12 @@ class MatchCondition(Strict):
     expression: str = Field(description="CEL over object, oldObject, request, params; false skips the rule.")
 
 
+class Variable(Strict):
+    name: Annotated[str, Field(pattern=r"^[a-zA-Z_][a-zA-Z0-9_]*$", max_length=63,
+                               description="Read as variables.<name> by later variables and the validations.")]
+    expression: str = Field(description="CEL over object, oldObject, request, params and earlier variables.")
+
+
 class CelValidation(Strict):
     expression: str = Field(description="CEL that must be true for the object to pass.")
     message: str | None = Field(None, description="Shown when the expression is false.")
@@ -410,7 +416,17 @@ class RuleSpec(Strict):
     matchConditions: list[MatchCondition] = Field(default_factory=list,
                                                   description="All must be true, or the rule is skipped.")
     params: dict[str, object] = Field(default_factory=dict, description="Values the expressions read as params.")
+    variables: list[Variable] = Field(
+        default_factory=list, description="Named sub-expressions, evaluated in order after the match conditions.")
     validations: list[CelValidation] = Field(min_length=1, description="Each false one is a violation.")
+
+
+    @model_validator(mode="after")
+    def _unique_variables(self) -> RuleSpec:
+        names = [v.name for v in self.variables]
+        if len(set(names)) != len(names):
+            raise ValueError(f"variable names repeat: {names}")
+        return self
 
 
 class Rule(Strict):

@@ -33,6 +33,7 @@ class CompiledRule:
     spec: object  # RuleSpec
     conditions: list[tuple[str, Program]]
     validations: list[CompiledValidation]
+    variables: list[tuple[str, Program]]
 
     @property
     def rule_id(self) -> str:
@@ -40,7 +41,7 @@ class CompiledRule:
 
     @property
     def programs(self) -> list[Program]:
-        out = [p for _, p in self.conditions] + [v.program for v in self.validations]
+        out = [p for _, p in self.conditions] + [p for _, p in self.variables] + [v.program for v in self.validations]
         return out + [v.message_program for v in self.validations if v.message_program]
 
     @property
@@ -68,7 +69,13 @@ def compile_rules(rules: dict) -> tuple[list[CompiledRule], list[tuple[str, str,
     compiled, problems = [], []
     for name in sorted(rules):
         spec = rules[name]
-        conditions, validations, ok = [], [], True
+        conditions, validations, variables, ok = [], [], [], True
+        for i, var in enumerate(spec.variables):
+            try:
+                variables.append((var.name, compile_expression(var.expression)))
+            except CelError as exc:
+                problems.append((name, f"spec.variables[{i}].expression", str(exc)))
+                ok = False
         for i, mc in enumerate(spec.matchConditions):
             try:
                 conditions.append((mc.name, compile_expression(mc.expression)))
@@ -85,7 +92,7 @@ def compile_rules(rules: dict) -> tuple[list[CompiledRule], list[tuple[str, str,
                 continue
             validations.append(CompiledValidation(program, v.message, message_program, v.path, v.hint))
         if ok:
-            compiled.append(CompiledRule(name, spec, conditions, validations))
+            compiled.append(CompiledRule(name, spec, conditions, validations, variables))
     return compiled, problems
 
 
@@ -119,6 +126,12 @@ def check(ctx: Context, view: Workload, operation: str = "CREATE", old: dict | N
             size = largest or 0
             if not all(program.evaluate(act, size) is True for _, program in rule.conditions):
                 continue
+            if rule.variables:  # evaluated in order, each seeing the ones before it
+                values: dict[str, object] = {}
+                base = {**data, "params": spec.params}
+                for var_name, program in rule.variables:
+                    values[var_name] = program.evaluate(activation({**base, "variables": values}), size)
+                act = activation({**base, "variables": values})
             for v in rule.validations:
                 if v.program.evaluate(act, size) is True:
                     continue
