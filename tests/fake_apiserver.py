@@ -17,6 +17,27 @@ COLLECTIONS = {"secrets", "leases", "mutatingwebhookconfigurations", "validating
                "podgroups"}
 
 
+class JSONHandler(BaseHTTPRequestHandler):
+    """HTTP plumbing shared by the fake apiservers: JSON bodies and Kubernetes Status errors."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def _send(self, code: int, body: dict) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _status(self, code: int, reason: str, message: str) -> None:
+        self._send(code, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                          "message": message, "reason": reason, "code": code})
+
+
 class FakeAPIServer:
     def __init__(self) -> None:
         self.objects: dict[str, dict] = {}
@@ -25,22 +46,7 @@ class FakeAPIServer:
         self.requests: list[tuple[str, str]] = []
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:
-                pass
-
-            def _send(self, code: int, body: dict) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def _status(self, code: int, reason: str, message: str) -> None:
-                self._send(code, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                                  "message": message, "reason": reason, "code": code})
-
+        class Handler(JSONHandler):
             def _body(self) -> dict:
                 return json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
 

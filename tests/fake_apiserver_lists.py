@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import base64
 import json
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from threading import Thread
 from urllib.parse import parse_qs, urlparse
+
+from fake_apiserver import JSONHandler
 
 
 class ListWatchServer:
@@ -19,20 +21,7 @@ class ListWatchServer:
         self.calls: list[str] = []
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args) -> None:
-                pass
-
-            def _json(self, code: int, body: dict) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
+        class Handler(JSONHandler):
             def do_GET(self) -> None:
                 url = urlparse(self.path)
                 q = {k: v[0] for k, v in parse_qs(url.query).items()}
@@ -42,9 +31,7 @@ class ListWatchServer:
                 if q.get("watch") in ("true", "True", "1"):
                     rv = int(q.get("resourceVersion") or 0)
                     if rv < server.oldest_rv:
-                        return self._json(410, {"kind": "Status", "apiVersion": "v1", "metadata": {},
-                                                "status": "Failure", "reason": "Expired", "code": 410,
-                                                "message": "The resourceVersion for the provided watch is too old."})
+                        return self._status(410, "Expired", "The resourceVersion for the provided watch is too old.")
                     lines = b"".join(json.dumps(e).encode() + b"\n" for e in server.events.get(kind, [])
                                      if int(((e["object"].get("metadata") or {}).get("resourceVersion")) or 0) > rv)
                     self.send_response(200)
@@ -61,7 +48,7 @@ class ListWatchServer:
                 if start + limit < len(items):
                     meta["continue"] = base64.b64encode(str(start + limit).encode()).decode()
                     meta["remainingItemCount"] = len(items) - start - limit
-                self._json(200, {"kind": "List", "apiVersion": "v1", "metadata": meta, "items": page})
+                self._send(200, {"kind": "List", "apiVersion": "v1", "metadata": meta, "items": page})
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.port = self.httpd.server_address[1]

@@ -35,19 +35,15 @@ class CompiledRule:
     validations: list[CompiledValidation]
     variables: list[tuple[str, Program]]
 
-    @property
-    def rule_id(self) -> str:
-        return f"custom.{self.name}"
-
-    @property
-    def programs(self) -> list[Program]:
-        out = [p for _, p in self.conditions] + [p for _, p in self.variables] + [v.program for v in self.validations]
-        return out + [v.message_program for v in self.validations if v.message_program]
-
-    @property
-    def needs_size(self) -> bool:
-        """Only expressions with comprehensions need the object's largest collection for their bound."""
-        return any(p.depth for p in self.programs)
+    def __post_init__(self) -> None:
+        programs = [p for _, p in self.conditions] + [p for _, p in self.variables]
+        programs += [v.program for v in self.validations]
+        programs += [v.message_program for v in self.validations if v.message_program]
+        self.rule_id = f"custom.{self.name}"
+        # decided once, at policy load: only expressions with comprehensions need the object's largest
+        # collection for their cost bound, and only rules that name managedFields get them
+        self.needs_size = any(p.depth for p in programs)
+        self.reads_managed_fields = any("managedFields" in p.source for p in programs)
 
 
 def _without_managed_fields(obj: dict | None, rules: list[CompiledRule]) -> dict | None:
@@ -59,7 +55,7 @@ def _without_managed_fields(obj: dict | None, rules: list[CompiledRule]) -> dict
     meta = obj.get("metadata")
     if not isinstance(meta, dict) or "managedFields" not in meta:
         return obj
-    if any("managedFields" in p.source for r in rules for p in r.programs):
+    if any(r.reads_managed_fields for r in rules):
         return obj
     return {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
 
@@ -69,19 +65,16 @@ def compile_rules(rules: dict) -> tuple[list[CompiledRule], list[tuple[str, str,
     compiled, problems = [], []
     for name in sorted(rules):
         spec = rules[name]
-        conditions, validations, variables, ok = [], [], [], True
-        for i, var in enumerate(spec.variables):
-            try:
-                variables.append((var.name, compile_expression(var.expression)))
-            except CelError as exc:
-                problems.append((name, f"spec.variables[{i}].expression", str(exc)))
-                ok = False
-        for i, mc in enumerate(spec.matchConditions):
-            try:
-                conditions.append((mc.name, compile_expression(mc.expression)))
-            except CelError as exc:
-                problems.append((name, f"spec.matchConditions[{i}].expression", str(exc)))
-                ok = False
+        named: dict[str, list[tuple[str, Program]]] = {"variables": [], "matchConditions": []}
+        ok = True
+        for field, items in named.items():
+            for i, item in enumerate(getattr(spec, field)):
+                try:
+                    items.append((item.name, compile_expression(item.expression)))
+                except CelError as exc:
+                    problems.append((name, f"spec.{field}[{i}].expression", str(exc)))
+                    ok = False
+        validations = []
         for i, v in enumerate(spec.validations):
             try:
                 program = compile_expression(v.expression)
@@ -92,7 +85,7 @@ def compile_rules(rules: dict) -> tuple[list[CompiledRule], list[tuple[str, str,
                 continue
             validations.append(CompiledValidation(program, v.message, message_program, v.path, v.hint))
         if ok:
-            compiled.append(CompiledRule(name, spec, conditions, validations, variables))
+            compiled.append(CompiledRule(name, spec, named["matchConditions"], validations, named["variables"]))
     return compiled, problems
 
 
