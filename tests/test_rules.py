@@ -198,3 +198,17 @@ def test_enforced_nccl_env_conflict_is_denied(tmp_path):
     v = next(v for v in d.denials if v.rule == "enforced.conflict")
     assert "ncclEnv" in v.message and v.hint == "remove it or set '=eth0'"
     assert decide(p, Request(job(env=[{"name": "NCCL_SOCKET_IFNAME", "value": "=eth0"}]))).allowed
+
+
+def test_cluster_support_warning_names_the_missing_gates(tmp_path):
+    from conftest import write_policy
+
+    from webhook.policy import load_policy_dir
+
+    p = load_policy_dir(write_policy(tmp_path, {"featureGates": [], "kubernetesVersion": "1.36"}))
+    texts = [v.message for v in decide(p, Request(job())).warnings if v.rule == "gang.cluster-support"]
+    assert any("needs Kubernetes 1.37 or newer; the policy targets 1.36" in t for t in texts)
+    assert any("GenericWorkload, WorkloadWithJob" in t for t in texts)
+    full = load_policy_dir(write_policy(tmp_path / "ok", {"featureGates": [
+        "GenericWorkload", "WorkloadWithJob", "TopologyAwareWorkloadScheduling"]}))
+    assert not [v for v in decide(full, Request(job())).warnings if v.rule == "gang.cluster-support"]

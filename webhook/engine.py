@@ -25,7 +25,6 @@ from .intent import gpu_resources_of, has_intent, resolve
 from .mutations import gang, nccl, placement, priority, rdma, storage
 from .patch import Patcher, pointer
 from .policy import PolicySet
-from .policy.models import GangBackend
 from .rules import custom, gpu, quota, topology
 from .rules import nccl as nccl_rules
 from .rules import placement as placement_rules
@@ -108,7 +107,7 @@ def decide(policy: PolicySet, request: Request, cluster: ClusterView | None = No
         if mutate is gang.apply:
             backend = result
     if backend:
-        for gap in support_gaps(policy):
+        for gap in policy.gang_gaps:
             ctx.report("gang.cluster-support", "spec", gap, "set Platform.spec.featureGates once the cluster has them")
     _provenance(ctx, backend)
     decision = Decision(matched=True, generation=policy.generation, summary=_summary(ctx, backend))
@@ -148,30 +147,6 @@ def _non_create(policy: PolicySet, request: Request, workload: Workload, cluster
         decision.reason = f"UPDATE: parallelism {old.parallelism} -> {workload.parallelism} checked against quota"
     decision.violations = ctx.violations
     return decision
-
-
-def support_gaps(policy: PolicySet) -> list[str]:
-    """What the target cluster lacks for the configured gang backend (for `check` warnings)."""
-    gang_cfg = policy.platform.gang
-    if gang_cfg.backend is not GangBackend.native:
-        return []
-    version = tuple(int(x) for x in policy.platform.kubernetesVersion.split("."))
-    gates = set(policy.platform.featureGates)
-    needs = ["GenericWorkload"]
-    minimum = (1, 37)
-    if gang_cfg.nativeMode == "job-scheduling":
-        needs.append("WorkloadWithJob")
-    gaps = []
-    if version < minimum:
-        gaps.append(f"gang backend native/{gang_cfg.nativeMode} needs Kubernetes 1.37 or newer; the policy targets "
-                    f"{policy.platform.kubernetesVersion}")
-    missing = [g for g in needs if g not in gates]
-    if missing:
-        gaps.append(f"gang backend native/{gang_cfg.nativeMode} needs feature gate(s) {', '.join(missing)} "
-                    "(off by default in 1.37); without them the apiserver drops the gang fields")
-    if gang_cfg.topologyMethod in ("auto", "native") and "TopologyAwareWorkloadScheduling" not in gates:
-        gaps.append("native topology constraints need feature gate TopologyAwareWorkloadScheduling (alpha)")
-    return gaps
 
 
 def _provenance(ctx: Context, backend: str | None) -> None:

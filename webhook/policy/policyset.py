@@ -70,6 +70,27 @@ DEFAULT_SCHEDULER = "default-scheduler"
 BACKEND_SCHEDULERS = {GangBackend.volcano: "volcano", GangBackend.coscheduling: "scheduler-plugins-scheduler"}
 
 
+def _gang_gaps(platform: PlatformSpec) -> list[str]:
+    """What the target cluster lacks for the configured gang backend (for `check` warnings)."""
+    gang_cfg = platform.gang
+    if gang_cfg.backend is not GangBackend.native:
+        return []
+    version = tuple(int(x) for x in platform.kubernetesVersion.split("."))
+    gates = set(platform.featureGates)
+    needs = ["GenericWorkload"] + (["WorkloadWithJob"] if gang_cfg.nativeMode == "job-scheduling" else [])
+    gaps = []
+    if version < (1, 37):
+        gaps.append(f"gang backend native/{gang_cfg.nativeMode} needs Kubernetes 1.37 or newer; the policy targets "
+                    f"{platform.kubernetesVersion}")
+    missing = [g for g in needs if g not in gates]
+    if missing:
+        gaps.append(f"gang backend native/{gang_cfg.nativeMode} needs feature gate(s) {', '.join(missing)} "
+                    "(off by default in 1.37); without them the apiserver drops the gang fields")
+    if gang_cfg.topologyMethod in ("auto", "native") and "TopologyAwareWorkloadScheduling" not in gates:
+        gaps.append("native topology constraints need feature gate TopologyAwareWorkloadScheduling (alpha)")
+    return gaps
+
+
 @dataclass(frozen=True)
 class SourceRef:
     """Where a policy document was defined (for lint output and `check --explain`)."""
@@ -118,6 +139,8 @@ class PolicySet:
     scheduler_name: str | None = field(init=False)
     compiled_rules: list = field(init=False)  # [CompiledRule], in name order
     compile_problems: list = field(init=False)
+    gang_gaps: tuple[str, ...] = field(init=False)  # what the target cluster lacks for the gang backend
+    _quota_cache: dict = field(init=False, repr=False, compare=False)
 
     @property
     def platform(self) -> PlatformSpec:
@@ -140,6 +163,8 @@ class PolicySet:
         compiled, problems = compile_rules(self.rules)
         set_(self, "compiled_rules", compiled)
         set_(self, "compile_problems", problems)
+        set_(self, "gang_gaps", tuple(_gang_gaps(spec)))
+        set_(self, "_quota_cache", {})
 
     @classmethod
     def build(cls, **kwargs) -> tuple[PolicySet, list[tuple[SourceRef, str, str]]]:
@@ -193,9 +218,18 @@ class PolicySet:
         return namespace is not None and any(fnmatch.fnmatchcase(namespace, p) for p in self.platform.exemptNamespaces)
 
     def quota_for(self, namespace: str | None) -> tuple[str, QuotaSpec] | None:
-        """The quota of a namespace: an exact name beats a glob; among globs the first by name."""
+        """The quota of a namespace: an exact name beats a glob; among globs the first by name.
+        Memoized per namespace for the life of this generation (namespaces are few)."""
         if namespace is None:
             return None
+        if namespace in self._quota_cache:
+            return self._quota_cache[namespace]
+        found = self._find_quota(namespace)
+        if len(self._quota_cache) < 10_000:
+            self._quota_cache[namespace] = found
+        return found
+
+    def _find_quota(self, namespace: str) -> tuple[str, QuotaSpec] | None:
         globbed = None
         for name in sorted(self.quotas):
             quota = self.quotas[name]
