@@ -24,11 +24,11 @@ from webhook.policy import load_policy_dir  # noqa: E402
 def build(n: int) -> LiveCluster:
     view = LiveCluster(core=None, log=lambda m: None)
     for i in range(n):
-        view._put_node({"metadata": {"name": f"n{i}", "labels": {
+        view.put_node({"metadata": {"name": f"n{i}", "labels": {
             "trainadmit.io/pool": "h100-ib", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
             "topology.kubernetes.io/rack": f"r{i // 16}", "topology.kubernetes.io/zone": f"z{i // 512}"}}})
     for ns in range(50):
-        view._put_quota({"metadata": {"namespace": f"team-{ns}", "name": "gpu"},
+        view.put_quota({"metadata": {"namespace": f"team-{ns}", "name": "gpu"},
                          "status": {"hard": {"requests.nvidia.com/gpu": "64"}, "used": {"requests.nvidia.com/gpu": "8"}}})
     view.synced.set()
     return view
