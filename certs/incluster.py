@@ -41,13 +41,15 @@ class CertController:
     clock: Callable[[], dt.datetime] = pki.utcnow
     log: Callable[[str], None] = print
 
-    # ---- leadership --------------------------------------------------------------------------
-    def hold_lease(self) -> bool:
-        """Acquire or renew the Lease; True when this replica may write."""
+    def __post_init__(self) -> None:
         from webhook.lease import LeaderLease
 
-        return LeaderLease(self.coordination, self.namespace, self.lease, self.identity, self.lease_seconds,
-                           self.clock, lambda m: self.log(f"certs: {m}")).hold()
+        self._lease = LeaderLease(self.coordination, self.namespace, self.lease, self.identity, self.lease_seconds,
+                                  self.clock, lambda m: self.log(f"certs: {m}"))
+
+    def hold_lease(self) -> bool:
+        """Acquire or renew the Lease; True when this replica may write."""
+        return self._lease.hold()
 
     # ---- the Secret --------------------------------------------------------------------------
     def reconcile(self) -> str:
@@ -99,34 +101,9 @@ class CertController:
         return action + (f"; {injected}" if injected else "")
 
     def inject(self, bundle: bytes) -> str:
-        from kubernetes.client.exceptions import ApiException
+        from .inject import inject_live
 
-        wanted = _b64(bundle)
-        done = []
-        for read, replace, kind in (
-            (self.admission.read_mutating_webhook_configuration, self.admission.replace_mutating_webhook_configuration,
-             "mutating"),
-            (self.admission.read_validating_webhook_configuration,
-             self.admission.replace_validating_webhook_configuration, "validating"),
-        ):
-            try:
-                obj = read(self.webhook)
-            except ApiException as exc:
-                if exc.status == 404:
-                    continue
-                raise
-            stale = [w for w in obj.webhooks or [] if w.client_config.ca_bundle != wanted]
-            if not stale:
-                continue
-            for w in stale:
-                w.client_config.ca_bundle = wanted
-            try:
-                replace(self.webhook, obj)
-                done.append(kind)
-            except ApiException as exc:
-                if exc.status != 409:
-                    raise
-        return f"caBundle updated in {' and '.join(done)} configuration" if done else ""
+        return "; ".join(inject_live(self.admission, bundle, self.webhook))
 
     def step(self) -> str:
         if not self.hold_lease():
@@ -146,11 +123,11 @@ class CertController:
 
 def from_kubeconfig(**kwargs) -> CertController:
     """A controller using the in-cluster service account (or the local kubeconfig)."""
-    from kubernetes import client, config
+    from kubernetes import client
 
-    try:
-        config.load_incluster_config()
-    except config.ConfigException:
-        config.load_kube_config()
+    from webhook.kube import identity, load_config
+
+    load_config()
+    kwargs.setdefault("identity", identity())
     return CertController(client.CoreV1Api(), client.CoordinationV1Api(), client.AdmissionregistrationV1Api(),
                           **kwargs)

@@ -46,24 +46,48 @@ def inject_manifests(sources: list[str], bundle_pem: bytes, name: str = "trainad
     return yaml.safe_dump_all(docs, sort_keys=False)
 
 
-def apply_ca_bundle(bundle_pem: bytes, name: str = "trainadmit") -> list[str]:
-    """Patch the live webhook configurations (read, set caBundle on every webhook, replace)."""
-    from kubernetes import client, config
+def inject_live(admission, bundle_pem: bytes, name: str = "trainadmit") -> list[str]:
+    """Set caBundle on every webhook of the live configurations that lack this bundle.
 
-    try:
-        config.load_incluster_config()
-    except config.ConfigException:
-        config.load_kube_config()
-    api = client.AdmissionregistrationV1Api()
-    bundle_b64 = base64.b64encode(bundle_pem).decode()
-    out = []
+    ``admission`` is a kubernetes ``AdmissionregistrationV1Api``. Each replace carries the
+    resourceVersion it read, so a concurrent change makes it fail (409, left for the next pass)
+    rather than be overwritten; a configuration that does not exist (404) is skipped."""
+    from kubernetes.client.exceptions import ApiException
+
+    wanted = base64.b64encode(bundle_pem).decode()
+    done = []
     for read, replace, kind in (
-        (api.read_mutating_webhook_configuration, api.replace_mutating_webhook_configuration, WEBHOOK_KINDS[0]),
-        (api.read_validating_webhook_configuration, api.replace_validating_webhook_configuration, WEBHOOK_KINDS[1]),
+        (admission.read_mutating_webhook_configuration, admission.replace_mutating_webhook_configuration,
+         WEBHOOK_KINDS[0]),
+        (admission.read_validating_webhook_configuration, admission.replace_validating_webhook_configuration,
+         WEBHOOK_KINDS[1]),
     ):
-        obj = read(name)
-        for webhook in obj.webhooks or []:
-            webhook.client_config.ca_bundle = bundle_b64
-        replace(name, obj)  # carries resourceVersion: a concurrent change makes this fail, not clobber
-        out.append(f"{kind}/{name}: caBundle set on {len(obj.webhooks or [])} webhook(s)")
-    return out
+        try:
+            obj = read(name)
+        except ApiException as exc:
+            if exc.status == 404:
+                continue
+            raise
+        stale = [w for w in obj.webhooks or [] if w.client_config.ca_bundle != wanted]
+        if not stale:
+            continue
+        for w in stale:
+            w.client_config.ca_bundle = wanted
+        try:
+            replace(name, obj)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            continue
+        done.append(f"{kind}/{name}: caBundle set on {len(stale)} webhook(s)")
+    return done
+
+
+def apply_ca_bundle(bundle_pem: bytes, name: str = "trainadmit") -> list[str]:
+    """`certs inject-ca --apply`: the live injection, with the pod's or the local credentials."""
+    from kubernetes import client
+
+    from webhook.kube import load_config
+
+    load_config()
+    return inject_live(client.AdmissionregistrationV1Api(), bundle_pem, name) or ["caBundle already current"]

@@ -68,7 +68,7 @@ def test_serving_rotation_and_ca_rotation_through_the_secret(api):
     assert serving_cert(api).serial_number != first
     clock[0] = T0 + dt.timedelta(days=3650 - 200)  # the CA enters its window
     message = c.step()
-    assert "new CA added to the bundle" in message and "caBundle updated" in message
+    assert "new CA added to the bundle" in message and "caBundle set on" in message
     bundle = x509.load_pem_x509_certificates(base64.b64decode(secret(api)["data"]["ca.crt"]))
     assert len(bundle) == 2
     hooks = api.objects[path_of("MutatingWebhookConfiguration", "trainadmit")]["webhooks"]

@@ -88,14 +88,11 @@ def run(args: argparse.Namespace) -> int:
         print(inject_manifests(args.manifests or ["-"], bundle, args.name), end="")
         return 0
     if args.certs_command == "controller":
-        import os
-        import socket
         import threading
 
         from certs.incluster import from_kubeconfig
 
-        controller = from_kubeconfig(namespace=args.namespace, service=args.service,
-                                     identity=os.environ.get("POD_NAME") or socket.gethostname())
+        controller = from_kubeconfig(namespace=args.namespace, service=args.service)
         if args.once:
             print(controller.step())
             return 0

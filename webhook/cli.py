@@ -159,7 +159,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def start_cert_controller(namespace: str, service: str, interval: float):
     """In-cluster certificate mode: a thread (in the gunicorn master) that keeps the Secret current."""
-    import socket
     import threading
 
     from certs.incluster import from_kubeconfig
@@ -167,7 +166,6 @@ def start_cert_controller(namespace: str, service: str, interval: float):
     from .runtime import emit
 
     controller = from_kubeconfig(namespace=namespace, service=service,
-                                 identity=os.environ.get("POD_NAME") or socket.gethostname(),
                                  log=lambda message: emit("certificates", message=message))
     stop = threading.Event()
     threading.Thread(target=controller.run, args=(stop, interval), name="cert-controller", daemon=True).start()
@@ -176,22 +174,18 @@ def start_cert_controller(namespace: str, service: str, interval: float):
 
 def start_reconciler(namespace: str, key: str, interval: float = 5.0):
     """The PodGroup reconciler as a thread of the server's main process (Lease-elected)."""
-    import socket
     import threading
 
-    from kubernetes import client, config
+    from kubernetes import client
 
+    from .kube import identity, load_config
     from .lease import LeaderLease
     from .reconciler import PodGroupReconciler
     from .runtime import emit
 
-    try:
-        config.load_incluster_config()
-    except config.ConfigException:
-        config.load_kube_config()
+    load_config()
     log = lambda message: emit("reconciler", message=message)  # noqa: E731
-    lease = LeaderLease(client.CoordinationV1Api(), namespace, "trainadmit-reconciler",
-                        os.environ.get("POD_NAME") or socket.gethostname(), log=log)
+    lease = LeaderLease(client.CoordinationV1Api(), namespace, "trainadmit-reconciler", identity(), log=log)
     reconciler = PodGroupReconciler(client.BatchV1Api(), client.CustomObjectsApi(), lease, key=key, log=log)
     stop = threading.Event()
     threading.Thread(target=reconciler.run, args=(stop, interval), name="podgroup-reconciler", daemon=True).start()

@@ -80,14 +80,11 @@ def create_app(config: ServerConfig | None = None) -> Flask:
     live = None
     if config.cluster_live:
         from kubernetes import client
-        from kubernetes import config as kube_config
 
+        from .kube import load_config
         from .livecluster import LiveCluster
 
-        try:
-            kube_config.load_incluster_config()
-        except kube_config.ConfigException:
-            kube_config.load_kube_config()
+        load_config()
         live = LiveCluster(client.CoreV1Api(), log=lambda message: emit("cluster_view", message=message))
         live.start(threading.Event())
         cluster = live
