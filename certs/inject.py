@@ -9,8 +9,6 @@ trusted while the apiserver picks up the change.
 from __future__ import annotations
 
 import base64
-import sys
-from pathlib import Path
 
 import yaml
 
@@ -25,22 +23,11 @@ def set_ca_bundle(obj: dict, bundle_b64: str, name: str) -> bool:
     return True
 
 
-def _read(sources: list[str]) -> list[dict]:
-    docs: list[dict] = []
-    for src in sources:
-        if src == "-":
-            docs.extend(d for d in yaml.safe_load_all(sys.stdin.read()) if d)
-            continue
-        path = Path(src)
-        files = sorted(p for p in path.rglob("*.y*ml")) if path.is_dir() else [path]
-        for f in files:
-            docs.extend(d for d in yaml.safe_load_all(f.read_text()) if d)
-    return docs
-
-
 def inject_manifests(sources: list[str], bundle_pem: bytes, name: str = "trainadmit") -> str:
     bundle_b64 = base64.b64encode(bundle_pem).decode()
-    docs = _read(sources)
+    from webhook.inputs import read_documents
+
+    docs = [doc for _, _, doc in read_documents(sources)]
     if not [d for d in docs if set_ca_bundle(d, bundle_b64, name)]:  # every document, no short-circuit
         raise SystemExit(f"no {' or '.join(WEBHOOK_KINDS)} named {name!r} in the input")
     return yaml.safe_dump_all(docs, sort_keys=False)

@@ -7,7 +7,6 @@ import shutil
 import subprocess
 import sys
 from functools import cache
-from pathlib import Path
 
 import pytest
 import yaml
@@ -193,7 +192,6 @@ def test_dockerfile_runs_serve_as_non_root():
     text = (ROOT / "Dockerfile").read_text()
     assert "USER 65532:65532" in text
     assert 'ENTRYPOINT ["trainadmit"]' in text and '"serve"' in text
-    assert Path(ROOT / "deploy" / "base" / "deployment.yaml").exists()
 
 
 def test_in_cluster_certs_overlay():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import base64
 import datetime as dt
+import sys
 from pathlib import Path
 
 import yaml
@@ -85,7 +86,13 @@ def run(args: argparse.Namespace) -> int:
             for line in apply_ca_bundle(bundle, args.name):
                 print(line)
             return 0
-        print(inject_manifests(args.manifests or ["-"], bundle, args.name), end="")
+        from .inputs import InputError
+
+        try:
+            print(inject_manifests(args.manifests or ["-"], bundle, args.name), end="")
+        except InputError as exc:
+            print(f"trainadmit: {exc}", file=sys.stderr)
+            return 2
         return 0
     if args.certs_command == "controller":
         import threading

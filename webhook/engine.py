@@ -28,13 +28,14 @@ from .policy import PolicySet
 from .rules import custom, gpu, quota, topology
 from .rules import nccl as nccl_rules
 from .rules import placement as placement_rules
+from .rules import rdma as rdma_rules
 from .rules import storage as storage_rules
 from .shape import shape_problems
 from .workloads import HANDLED_KINDS, Workload, get_path
 
 MUTATIONS = (gang.apply, placement.apply, rdma.apply, nccl.apply, storage.apply, priority.apply)
 RULES = (gpu.check, topology.check, quota.check, placement_rules.check, nccl_rules.check,
-         storage_rules.check, storage_rules.check_rdma)
+         storage_rules.check, rdma_rules.check)
 CONCERN_ORDER = ("gang", "placement", "topology", "rdma", "nccl", "storage", "priority")
 
 

@@ -51,33 +51,31 @@ def _expand(source: str, index: int, doc: Any) -> list[Item]:
     return [Item(source, index, doc)]
 
 
-def parse_text(text: str, source: str) -> list[Item]:
-    items: list[Item] = []
-    stripped = text.lstrip()
-    if stripped.startswith(("{", "[")):
+def parse_documents(text: str, source: str) -> list[tuple[int, Any]]:
+    """(document number, document) for each non-empty YAML document, or each element of JSON."""
+    if text.lstrip().startswith(("{", "[")):
         try:
             data = json.loads(text)
         except json.JSONDecodeError:
             data = None
         if data is not None:
-            docs = data if isinstance(data, list) else [data]
-            for i, doc in enumerate(docs, start=1):
-                items.extend(_expand(source, i, doc))
-            return items
+            return list(enumerate(data if isinstance(data, list) else [data], start=1))
     try:
-        for i, doc in enumerate(yaml.load_all(text, Loader=_Loader), start=1):
-            if doc is not None:
-                items.extend(_expand(source, i, doc))
+        return [(i, doc) for i, doc in enumerate(yaml.load_all(text, Loader=_Loader), start=1) if doc is not None]
     except yaml.YAMLError as exc:
         raise InputError(f"{source}: not valid YAML or JSON: {exc}") from exc
-    return items
 
 
-def read_inputs(paths: list[str]) -> list[Item]:
-    items: list[Item] = []
+def parse_text(text: str, source: str) -> list[Item]:
+    return [item for index, doc in parse_documents(text, source) for item in _expand(source, index, doc)]
+
+
+def read_documents(paths: list[str]) -> list[tuple[str, int, Any]]:
+    """(source, document number, document) from files, directories (recursively) and - (stdin)."""
+    out: list[tuple[str, int, Any]] = []
     for raw in paths or ["-"]:
         if raw == "-":
-            items.extend(parse_text(sys.stdin.read(), "<stdin>"))
+            out.extend(("<stdin>", i, d) for i, d in parse_documents(sys.stdin.read(), "<stdin>"))
             continue
         path = Path(raw)
         if path.is_dir():
@@ -93,5 +91,10 @@ def read_inputs(paths: list[str]) -> list[Item]:
                 text = file.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as exc:
                 raise InputError(f"{file}: cannot read: {exc}") from exc
-            items.extend(parse_text(text, str(file)))
-    return items
+            out.extend((str(file), i, d) for i, d in parse_documents(text, str(file)))
+    return out
+
+
+def read_inputs(paths: list[str]) -> list[Item]:
+    """The objects to decide on: documents, with Lists and AdmissionReviews unpacked."""
+    return [item for source, index, doc in read_documents(paths) for item in _expand(source, index, doc)]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .workloads import Path
+from .workloads import Path, get_path
 
 
 def escape(token: str | int) -> str:
@@ -54,17 +54,7 @@ class Patcher:
             else:
                 value = None
             return default if value is None else value
-        cur: Any = self.doc
-        for part in path:
-            if isinstance(part, int):
-                if not isinstance(cur, list) or part >= len(cur):
-                    return default
-            elif not isinstance(cur, dict) or part not in cur:
-                return default
-            cur = cur[part]
-            if cur is None:
-                return default
-        return cur
+        return get_path(self.doc, path, default)
 
     # ---- writing ------------------------------------------------------------------------------
     def _own(self, parent: Any, key: str | int) -> Any:

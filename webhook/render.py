@@ -10,14 +10,12 @@ import yaml
 
 from .decision import Decision
 from .inputs import Item
+from .workloads import Workload
 
 
 def identity(item: Item) -> str:
-    obj = item.obj if isinstance(item.obj, dict) else {}
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-    name = meta.get("name") or (f"{meta.get('generateName')}<generated>" if meta.get("generateName") else "<unnamed>")
-    ns = meta.get("namespace") or item.namespace or "default"
-    return f"{obj.get('kind', '?')} {ns}/{name}"
+    view = Workload(item.obj if isinstance(item.obj, dict) else {})
+    return f"{view.kind or '?'} {view.namespace or item.namespace or 'default'}/{view.display_name}"
 
 
 def record(item: Item, decision: Decision) -> dict[str, Any]:
@@ -32,7 +30,7 @@ def record(item: Item, decision: Decision) -> dict[str, Any]:
 
 _DOC = re.compile(r"^(Platform|Pool|Dataset|CheckpointClass|PriorityTier|Quota|Rule)[ .](\S+?)(:|$|\s)")
 _BUILTIN_MODULES = {"intent": "intent.py", "topology": "rules/topology.py", "quota": "rules/quota.py",
-                    "gang": "rules/topology.py", "gpu": "rules/gpu.py", "rdma": "rules/storage.py",
+                    "gang": "rules/topology.py", "gpu": "rules/gpu.py", "rdma": "rules/rdma.py",
                     "placement": "rules/placement.py", "nccl": "rules/nccl.py", "storage": "rules/storage.py",
                     "enforced": "context.py", "final": "engine.py", "object": "shape.py"}
 

@@ -76,9 +76,8 @@ def field_line(node, loc: tuple) -> int | None:
     return line
 
 
-def _documents(path: Path, display: str) -> list[tuple[int, int, object, object]]:
+def _documents(raw: bytes, display: str) -> list[tuple[int, int, object, object]]:
     """(document index, 1-based line, data, node) for each non-empty YAML document in a file."""
-    raw = path.read_bytes()
     if len(raw) > MAX_POLICY_FILE_BYTES:
         raise PolicyError([PolicyProblem(display, None, "", f"file is larger than {MAX_POLICY_FILE_BYTES} bytes")])
     text = raw.decode("utf-8")
@@ -118,9 +117,10 @@ def load_policy_dir(directory: str | Path) -> PolicySet:
     files = policy_files(root)
     for path in files:
         display = str(path.relative_to(root))
-        digest.update(display.encode() + b"\0" + path.read_bytes() + b"\0")
+        raw = path.read_bytes()
+        digest.update(display.encode() + b"\0" + raw + b"\0")
         try:
-            documents = _documents(path, display)
+            documents = _documents(raw, display)
         except (PolicyError, UnicodeDecodeError) as exc:
             if isinstance(exc, PolicyError):
                 problems.extend(exc.problems)

@@ -41,6 +41,12 @@ def _check_label_value(value: str) -> str:
     return value
 
 
+def _unique(names: list[str], what: str) -> None:
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(f"{what} names repeat: {', '.join(repeated)}")
+
+
 def _check_quantity(value: str | int) -> str:
     try:
         parse_quantity(value)
@@ -109,8 +115,7 @@ class Topology(Strict):
     @model_validator(mode="after")
     def _levels(self) -> Topology:
         names = [lv.name for lv in self.levels]
-        if len(set(names)) != len(names):
-            raise ValueError(f"topology level names repeat: {names}")
+        _unique(names, "topology level")
         if "any" in names:
             raise ValueError("'any' is reserved: it means 'no colocation'")
         sizes = [lv.maxNodes for lv in self.levels]
@@ -422,10 +427,9 @@ class RuleSpec(Strict):
 
 
     @model_validator(mode="after")
-    def _unique_variables(self) -> RuleSpec:
-        names = [v.name for v in self.variables]
-        if len(set(names)) != len(names):
-            raise ValueError(f"variable names repeat: {names}")
+    def _unique_names(self) -> RuleSpec:
+        _unique([v.name for v in self.variables], "variable")
+        _unique([m.name for m in self.matchConditions], "match condition")  # as the apiserver requires
         return self
 
 

@@ -29,20 +29,3 @@ def check(ctx: Context, view: Workload) -> None:
                            f"/dev/shm may grow to {format_bytes(shm)} but container {ref.name} has a memory limit of "
                            f"{memory}; shared memory counts against it",
                            f"raise the memory limit above {format_bytes(shm)}")
-
-
-def check_rdma(ctx: Context, view: Workload) -> None:
-    """RDMA resources only make sense on a pool with an RDMA fabric."""
-    r = ctx.resolved
-    if r.pool is None or r.pool.rdma is not None:
-        return
-    known = {name for p in ctx.policy.pools.values() if p.rdma for name in p.rdma.resources}
-    rdma_pools = sorted(n for n, p in ctx.policy.pools.items() if p.rdma)
-    for ref in view.containers():
-        limits = as_dict(as_dict(ref.body.get("resources")).get("limits"))
-        requests = as_dict(as_dict(ref.body.get("resources")).get("requests"))
-        for res in {*limits, *requests}:
-            if res in known or res.startswith("rdma/"):
-                ctx.report("rdma.pool-without-rdma", field_path((*view.container_path(ref), "resources")),
-                           f"container {ref.name} requests {res}, but pool {r.pool_name} has no RDMA fabric",
-                           f"use an RDMA pool ({', '.join(rdma_pools) or 'none defined'}) or remove {res}")
