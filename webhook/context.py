@@ -71,10 +71,7 @@ class Context:
         return changed
 
     def inject_append(self, list_path: Path, value: object, concern: str, source: str) -> None:
-        index = len(self.patcher.get(list_path) or [])
-        self.patcher.append(list_path, value)
-        self._note((*list_path, index), concern, source)
-        self.changed.append((list_path, concern))
+        self.inject_extend(list_path, [(value, source)], concern)
 
     def inject_extend(self, list_path: Path, items: list[tuple[object, str]], concern: str) -> None:
         """Append (value, source) items to a list in as few patch operations as possible."""

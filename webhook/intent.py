@@ -44,7 +44,12 @@ class Resolved:
 
 
 def gpu_resources_of(workload: Workload, policy: PolicySet) -> list[str]:
-    """GPU resource names any container of the workload asks for, in a stable order."""
+    """GPU resource names any container of the workload asks for, in a stable order.
+
+    Asked by both matching and resolving; computed once per view (a view holds one object state)."""
+    cached = workload.__dict__.get("_gpu_resources")
+    if cached is not None:
+        return cached
     found: list[str] = []
     for ref in workload.containers():
         resources = ref.body.get("resources")
@@ -57,6 +62,7 @@ def gpu_resources_of(workload: Workload, policy: PolicySet) -> list[str]:
             for name in values:
                 if (name in policy.gpu_resources or name.startswith(MIG_PREFIX)) and name not in found:
                     found.append(name)
+    workload.__dict__["_gpu_resources"] = found
     return found
 
 
