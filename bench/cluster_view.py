@@ -10,15 +10,14 @@ per-pool indices updated by watch events, so a request only reads counters; the 
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from trainadmit.cluster.live import LiveCluster
+from trainadmit.engine import load_policy as load_policy_dir
 
-from webhook.livecluster import LiveCluster  # noqa: E402
-from webhook.policy import load_policy_dir  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
+
 
 
 def build(n: int) -> LiveCluster:

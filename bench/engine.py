@@ -14,15 +14,14 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from trainadmit.engine import Request, decide
+from trainadmit.engine import load_policy as load_policy_dir
 
-from webhook.engine import Request, decide  # noqa: E402
-from webhook.policy import load_policy_dir  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
+
 
 
 def job(containers: int) -> dict:

@@ -24,10 +24,10 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT))  # for `from bench.engine import …`; trainadmit itself is installed
 
 from bench.engine import body, job  # noqa: E402
-from certs import pki  # noqa: E402
+from trainadmit.certs import pki  # noqa: E402
 
 LUA = """
 wrk.method = "POST"
@@ -87,7 +87,7 @@ def main() -> None:
     script.write_text(LUA % (tmp / "review.json"))
     port = 18000 + (int(time.time()) % 1000)
     server = subprocess.Popen(
-        [sys.executable, "-m", "webhook.cli", "serve", "-p", str(ROOT / "policies"), "--tls-cert",
+        [sys.executable, "-m", "trainadmit.cli", "serve", "-p", str(ROOT / "policies"), "--tls-cert",
          str(tmp / "tls" / "tls.crt"), "--tls-key", str(tmp / "tls" / "tls.key"), "--host", "127.0.0.1",
          "--port", str(port), "--workers", str(args.workers), "--enable-noop"],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=open(tmp / "server.log", "wb"))  # noqa: SIM115

@@ -42,7 +42,7 @@ class CertController:
     log: Callable[[str], None] = print
 
     def __post_init__(self) -> None:
-        from webhook.lease import LeaderLease
+        from ..cluster.lease import LeaderLease
 
         self._lease = LeaderLease(self.coordination, self.namespace, self.lease, self.identity, self.lease_seconds,
                                   self.clock, lambda m: self.log(f"certs: {m}"))
@@ -125,7 +125,7 @@ def from_kubeconfig(**kwargs) -> CertController:
     """A controller using the in-cluster service account (or the local kubeconfig)."""
     from kubernetes import client
 
-    from webhook.kube import identity, load_config
+    from ..cluster.kube import identity, load_config
 
     load_config()
     kwargs.setdefault("identity", identity())

@@ -23,13 +23,15 @@ def set_ca_bundle(obj: dict, bundle_b64: str, name: str) -> bool:
     return True
 
 
-def inject_manifests(sources: list[str], bundle_pem: bytes, name: str = "trainadmit") -> str:
-    bundle_b64 = base64.b64encode(bundle_pem).decode()
-    from webhook.inputs import read_documents
+class NoWebhookConfiguration(ValueError):
+    """The manifests hold no webhook configuration of that name: nothing to inject into."""
 
-    docs = [doc for _, _, doc in read_documents(sources)]
-    if not [d for d in docs if set_ca_bundle(d, bundle_b64, name)]:  # every document, no short-circuit
-        raise SystemExit(f"no {' or '.join(WEBHOOK_KINDS)} named {name!r} in the input")
+
+def inject_manifests(docs: list, bundle_pem: bytes, name: str = "trainadmit") -> str:
+    """The manifests as YAML, with ``caBundle`` set on every webhook of the configurations named ``name``."""
+    bundle_b64 = base64.b64encode(bundle_pem).decode()
+    if not [d for d in docs if isinstance(d, dict) and set_ca_bundle(d, bundle_b64, name)]:  # no short-circuit
+        raise NoWebhookConfiguration(f"no {' or '.join(WEBHOOK_KINDS)} named {name!r} in the input")
     return yaml.safe_dump_all(docs, sort_keys=False)
 
 
@@ -74,7 +76,7 @@ def apply_ca_bundle(bundle_pem: bytes, name: str = "trainadmit") -> list[str]:
     """`certs inject-ca --apply`: the live injection, with the pod's or the local credentials."""
     from kubernetes import client
 
-    from webhook.kube import load_config
+    from ..cluster.kube import load_config
 
     load_config()
     return inject_live(client.AdmissionregistrationV1Api(), bundle_pem, name) or ["caBundle already current"]

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from referencing import Registry, Resource
 
-from webhook.policy import load_policy_dir
+from trainadmit.engine import load_policy as load_policy_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 

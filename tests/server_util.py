@@ -16,7 +16,7 @@ from pathlib import Path
 
 from conftest import ROOT
 
-from certs import pki
+from trainadmit.certs import pki
 
 SERVICE = "trainadmit.trainadmit-system.svc"
 
@@ -96,7 +96,7 @@ class Server:
         env.update(env_extra or {})
         self._log_file = open(self.log, "wb")  # noqa: SIM115 - lives as long as the server process
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "webhook.cli", "serve", "-p", str(policy_dir),
+            [sys.executable, "-m", "trainadmit.cli", "serve", "-p", str(policy_dir),
              "--tls-cert", str(cert_dir / "tls.crt"), "--tls-key", str(cert_dir / "tls.key"),
              "--host", "127.0.0.1", "--port", str(self.port), "--workers", str(workers),
              "--reload-interval", "0.5", *(extra or [])],

@@ -11,7 +11,7 @@ import threading
 import pytest
 from cryptography import x509
 
-from certs import pki
+from trainadmit.certs import pki
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 

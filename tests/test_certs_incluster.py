@@ -10,7 +10,7 @@ from cryptography import x509
 from fake_apiserver import FakeAPIServer, path_of
 from test_deploy import render
 
-from certs.incluster import CertController
+from trainadmit.certs.incluster import CertController
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 

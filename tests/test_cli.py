@@ -12,7 +12,7 @@ from helpers import job
 
 
 def trainadmit(*args, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "webhook.cli", *args], input=stdin, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "trainadmit.cli", *args], input=stdin, capture_output=True,
                           text=True, cwd=ROOT, timeout=120)
 
 
@@ -74,10 +74,15 @@ def test_admission_review_input_and_cluster_snapshot():
     assert "largest rack of pool h100-ib has 2 nodes (in the cluster)" in r.stdout
 
 
-def test_explain_names_the_policy_setting_behind_each_field():
-    r = trainadmit("check", "--explain", str(EXAMPLES / "llama-pretrain.yaml"))
-    assert "/spec/scheduling  <- Platform.spec.gang.backend=native/job-scheduling" in r.stdout
-    assert "/spec/template/spec/containers/0/env/0  <- Pool h100-ib: spec.nccl.env.NCCL_IB_HCA  (pools.yaml:" in r.stdout
+def test_explain_prints_field_lines_and_rule_declarations():
+    r = trainadmit("check", "--explain", str(EXAMPLES / "denied-typos-and-shape.yaml"))
+    assert r.returncode == 1
+    lines = r.stdout.splitlines()
+    priority = next(line for line in lines if "<- PriorityTier normal: spec.className" in line)
+    assert priority.rstrip().endswith(")") and "(priorities.yaml:" in priority
+    assert any("[custom.owner-label] Rule owner-label at rules.yaml:" in line for line in lines)
+    assert any(line.strip().startswith("[nccl.syntax] built-in rule declared at webhook/engine/concerns/nccl.py:")
+               for line in lines)
 
 
 def test_policy_lint_and_schema():

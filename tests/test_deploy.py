@@ -12,7 +12,7 @@ import pytest
 import yaml
 from conftest import EXAMPLES, FIXTURES, POLICIES, ROOT, load_yaml, review, schema_errors
 
-from webhook.engine import match
+from trainadmit.engine import match
 
 OVERLAYS = ["default", "cert-manager", "in-cluster-certs"]
 CERT_MANAGER_KINDS = {"Issuer", "Certificate"}  # CRDs: not in the Kubernetes schemas
@@ -164,19 +164,19 @@ def test_match_conditions_compile_and_select_exactly_the_gpu_workloads(policy, w
 
 
 def test_policy_configmap_is_current():
-    generated = subprocess.run([sys.executable, "-m", "webhook.cli", "policy", "configmap", str(POLICIES)],
+    generated = subprocess.run([sys.executable, "-m", "trainadmit.cli", "policy", "configmap", str(POLICIES)],
                                capture_output=True, text=True, check=True, cwd=ROOT).stdout
     assert (ROOT / "deploy" / "base" / "policies.yaml").read_text() == generated, \
         "run: trainadmit policy configmap policies > deploy/base/policies.yaml"
 
 
 def test_inject_ca_prints_valid_manifests_with_the_bundle(tmp_path):
-    from certs import pki
+    from trainadmit.certs import pki
 
     pki.issue(tmp_path, "trainadmit", "trainadmit-system")
     rendered = tmp_path / "rendered.yaml"
     rendered.write_text(yaml.safe_dump_all(list(render("default"))))
-    out = subprocess.run([sys.executable, "-m", "webhook.cli", "certs", "inject-ca", "--ca", str(tmp_path / "ca.crt"),
+    out = subprocess.run([sys.executable, "-m", "trainadmit.cli", "certs", "inject-ca", "--ca", str(tmp_path / "ca.crt"),
                           str(rendered)], capture_output=True, text=True, check=True, cwd=ROOT).stdout
     docs = [d for d in yaml.safe_load_all(out) if d]
     bundle = base64.b64encode((tmp_path / "ca.crt").read_bytes()).decode()

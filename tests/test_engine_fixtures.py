@@ -16,7 +16,7 @@ from conftest import (
     schema_errors,
 )
 
-from webhook.engine import Request, decide
+from trainadmit.engine import Request, decide
 
 
 def _objects():

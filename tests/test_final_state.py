@@ -5,7 +5,7 @@ from __future__ import annotations
 from conftest import apply_patch, deep
 from helpers import job, rules_of
 
-from webhook.engine import Request, decide
+from trainadmit.engine import Request, decide
 
 
 def _mutated(policy, obj):

@@ -14,8 +14,8 @@ from helpers import job, rules_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from webhook.engine import Request, decide
-from webhook.livecluster import LiveCluster
+from trainadmit.cluster.live import LiveCluster
+from trainadmit.engine import Request, decide
 
 API = FIXTURES / "apiserver"
 
@@ -83,7 +83,7 @@ def _node(name, pool, rack):
                        max_size=80))
 def test_incremental_indices_equal_a_fresh_count(events):
     """Whatever the event order, the counters kept in place equal a count from scratch."""
-    from webhook.policy import load_policy_dir
+    from trainadmit.engine import load_policy as load_policy_dir
 
     policy = load_policy_dir(POLICIES)
     pool, rack = policy.pools["h100-ib"], policy.pools["h100-ib"].topology.level("rack")

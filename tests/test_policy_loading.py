@@ -7,7 +7,8 @@ import shutil
 import pytest
 from conftest import POLICIES, write_policy
 
-from webhook.policy import PolicyError, load_policy_dir
+from trainadmit.engine import load_policy as load_policy_dir
+from trainadmit.policy import PolicyError
 
 
 def test_bundled_policies_load(policy):
@@ -92,7 +93,7 @@ def test_missing_or_two_platforms(tmp_path):
 
 
 def test_schema_names_every_kind():
-    from webhook.policy.schema import policy_json_schema
+    from trainadmit.authoring.schema import policy_json_schema
 
     schema = policy_json_schema()
     kinds = set(schema["discriminator"]["mapping"])

@@ -16,8 +16,8 @@ from damage import damaged
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from webhook.engine import Request, decide
-from webhook.policy import load_policy_dir
+from trainadmit.engine import Request, decide
+from trainadmit.engine import load_policy as load_policy_dir
 
 
 @cache

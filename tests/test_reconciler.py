@@ -8,8 +8,8 @@ import uuid
 from conftest import EXAMPLES, deep, load_yaml, review, schema_errors
 from fake_apiserver import FakeAPIServer
 
-from webhook.engine import Request, decide
-from webhook.reconciler import PodGroupReconciler
+from trainadmit.cluster.reconciler import PodGroupReconciler
+from trainadmit.engine import Request, decide
 
 
 def _store_job(api, job):

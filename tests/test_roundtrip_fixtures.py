@@ -7,7 +7,7 @@ import json
 import pytest
 from conftest import FIXTURES, apply_patch, deep, flatten, schema_errors
 
-from webhook.engine import Request, decide
+from trainadmit.engine import Request, decide
 
 
 def _load(name: str) -> dict:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from conftest import FIXTURES
 from helpers import job, rules_of
 
-from webhook.cluster import SnapshotCluster
-from webhook.engine import Request, decide
-from webhook.policy.models import Action
+from trainadmit.cluster.snapshot import SnapshotCluster
+from trainadmit.engine import Request, decide
+from trainadmit.policy.models import Action
 
 
 def run(policy, obj, cluster=None):
@@ -159,7 +159,7 @@ def test_enforced_fields_deny_conflicts_and_unenforced_respect_the_user(policy):
 def test_rule_actions_can_be_overridden(tmp_path):
     from conftest import write_policy
 
-    from webhook.policy import load_policy_dir
+    from trainadmit.engine import load_policy as load_policy_dir
 
     p = load_policy_dir(write_policy(tmp_path, {"rules": {"topology.whole-node": "warn", "gang.completion-mode": "off"}}))
     d = decide(p, Request(job(workers=4, gpus=6, indexed=False)))
@@ -178,7 +178,7 @@ def test_shm_larger_than_memory_warns(policy):
 def test_exempt_users_and_groups_pass_untouched(tmp_path):
     from conftest import write_policy
 
-    from webhook.policy import load_policy_dir
+    from trainadmit.engine import load_policy as load_policy_dir
 
     p = load_policy_dir(write_policy(tmp_path, {"exemptGroups": ["platform:break-glass"], "exemptUsers": ["ci-bot"]}))
     bad = job(workers=4, gpus=6)
@@ -191,7 +191,7 @@ def test_exempt_users_and_groups_pass_untouched(tmp_path):
 def test_enforced_nccl_env_conflict_is_denied(tmp_path):
     from conftest import write_policy
 
-    from webhook.policy import load_policy_dir
+    from trainadmit.engine import load_policy as load_policy_dir
 
     p = load_policy_dir(write_policy(tmp_path, {"enforce": ["ncclEnv"]}))
     d = decide(p, Request(job(env=[{"name": "NCCL_SOCKET_IFNAME", "value": "=ib0"}])))
@@ -203,7 +203,7 @@ def test_enforced_nccl_env_conflict_is_denied(tmp_path):
 def test_cluster_support_warning_names_the_missing_gates(tmp_path):
     from conftest import write_policy
 
-    from webhook.policy import load_policy_dir
+    from trainadmit.engine import load_policy as load_policy_dir
 
     p = load_policy_dir(write_policy(tmp_path, {"featureGates": [], "kubernetesVersion": "1.36"}))
     texts = [v.message for v in decide(p, Request(job())).warnings if v.rule == "gang.cluster-support"]

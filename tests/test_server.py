@@ -97,7 +97,7 @@ def test_http_decisions_equal_trainadmit_check(server, tmp_path):
     import yaml
 
     src.write_text(yaml.safe_dump_all(objs, sort_keys=False))
-    out = subprocess.run([sys.executable, "-m", "webhook.cli", "check", str(src), "-o", "json", "-p", str(POLICIES)],
+    out = subprocess.run([sys.executable, "-m", "trainadmit.cli", "check", str(src), "-o", "json", "-p", str(POLICIES)],
                          capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode in (0, 1), out.stderr
     records = json.loads(out.stdout)

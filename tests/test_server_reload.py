@@ -21,7 +21,7 @@ import yaml
 from conftest import POLICIES, load_yaml
 from server_util import Server
 
-from certs import pki
+from trainadmit.certs import pki
 
 
 def configmap_dir(root: Path, source: Path, version: str) -> None:

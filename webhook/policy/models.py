@@ -15,7 +15,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..quantity import QuantityError, parse_quantity
+from ..grammars.nccl import check_nccl_value
+from ..grammars.quantity import QuantityError, parse_quantity
 
 API_VERSION = "trainadmit.io/v1alpha1"
 
@@ -161,8 +162,6 @@ class Nccl(Strict):
     @field_validator("env")
     @classmethod
     def _env(cls, v: dict[str, str]) -> dict[str, str]:
-        from ..nccl import check_nccl_value  # local import: nccl imports nothing from policy
-
         for name, value in v.items():
             if not ENV_NAME_RE.match(name):
                 raise ValueError(f"{name!r} is not an environment variable name")

@@ -1,15 +1,20 @@
 """The loaded, cross-checked policy set and the look-ups the engine needs on every request.
 
 Everything that can be computed once per policy generation (default pool per GPU resource, the
-set of GPU resource names, rule actions, intent keys) is computed here, at load time, so that the
-request path only does dictionary look-ups.
+set of GPU resource names, rule action overrides, intent keys, compiled CEL, which quota binds a
+namespace name) is computed here, at load time, so that the request path only does look-ups.
+
+The built-in rule ids and their default actions are declared by the engine's concerns, above this
+layer; the loader is handed their ids so that ``Platform.spec.rules`` can be checked against them.
 """
 
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
+from .compiled import CompiledRule, compile_rules
 from .models import (
     Action,
     CheckpointClassSpec,
@@ -23,48 +28,6 @@ from .models import (
     QuotaSpec,
     RuleSpec,
 )
-
-# Default action of every rule. A policy may override any of them in Platform.spec.rules.
-RULE_DEFAULTS: dict[str, Action] = {
-    "object.malformed": Action.deny,
-    "intent.invalid": Action.deny,
-    "intent.unknown-pool": Action.deny,
-    "intent.unknown-topology": Action.deny,
-    "intent.unknown-dataset": Action.deny,
-    "intent.unknown-checkpoint": Action.deny,
-    "intent.unknown-priority": Action.deny,
-    "quota.gpus-per-job": Action.deny,
-    "quota.workers-per-job": Action.deny,
-    "quota.pool-not-allowed": Action.deny,
-    "quota.priority-not-allowed": Action.deny,
-    "quota.namespace-hard": Action.deny,
-    "quota.namespace-remaining": Action.deny,
-    "quota.pool-capacity": Action.deny,
-    "topology.whole-node": Action.deny,
-    "topology.single-node-fit": Action.deny,
-    "topology.domain-fit": Action.deny,
-    "topology.colocation-unavailable": Action.warn,
-    "gang.completion-mode": Action.deny,
-    "gang.parallelism-completions": Action.deny,
-    "gang.name-required": Action.deny,
-    "gang.foreign-backend": Action.warn,
-    "gang.cluster-support": Action.warn,
-    "gang.membership-lost": Action.deny,
-    "gang.pod-level": Action.warn,
-    "gpu.single-type": Action.deny,
-    "gpu.requests-limits": Action.deny,
-    "gpu.invalid-count": Action.deny,
-    "rdma.pool-without-rdma": Action.deny,
-    "placement.contradiction": Action.deny,
-    "nccl.syntax": Action.deny,
-    "nccl.syntax-warning": Action.warn,
-    "nccl.debugging-variable": Action.warn,
-    "storage.mount-conflict": Action.deny,
-    "storage.shm-exceeds-memory": Action.warn,
-    "enforced.conflict": Action.deny,
-    "final.not-mutated": Action.deny,
-    "final.injection-lost": Action.deny,
-}
 
 DEFAULT_SCHEDULER = "default-scheduler"
 BACKEND_SCHEDULERS = {GangBackend.volcano: "volcano", GangBackend.coscheduling: "scheduler-plugins-scheduler"}
@@ -137,10 +100,11 @@ class PolicySet:
     actions: dict[str, Action] = field(init=False)
     enforced: frozenset[Enforceable] = field(init=False)
     scheduler_name: str | None = field(init=False)
-    compiled_rules: list = field(init=False)  # [CompiledRule], in name order
-    compile_problems: list = field(init=False)
+    compiled_rules: tuple[CompiledRule, ...] = field(init=False)  # in name order
+    compile_problems: tuple[tuple[str, str, str], ...] = field(init=False)
     gang_gaps: tuple[str, ...] = field(init=False)  # what the target cluster lacks for the gang backend
-    _quota_cache: dict = field(init=False, repr=False, compare=False)
+    quota_by_name: dict[str, tuple[str, QuotaSpec]] = field(init=False)  # exact namespace names
+    quota_globs: tuple[tuple[str, str, QuotaSpec], ...] = field(init=False)  # (pattern, quota name, spec)
 
     @property
     def platform(self) -> PlatformSpec:
@@ -152,38 +116,50 @@ class PolicySet:
         set_(self, "keys", IntentKeys.with_prefix(spec.intentPrefix))
         set_(self, "gpu_resources", frozenset(spec.gpuResources) | {p.gpu.resource for p in self.pools.values()})
         set_(self, "default_pools", {p.gpu.resource: n for n, p in sorted(self.pools.items()) if p.default})
-        actions = dict(RULE_DEFAULTS)
-        actions.update({f"custom.{name}": Action(rule.action) for name, rule in self.rules.items()})
+        # only what differs from a rule's declared default: custom rules' actions and the overrides
+        actions = {f"custom.{name}": Action(rule.action) for name, rule in self.rules.items()}
         actions.update(spec.rules)
         set_(self, "actions", actions)
         set_(self, "enforced", frozenset(spec.enforce))
         set_(self, "scheduler_name", spec.gang.schedulerName or BACKEND_SCHEDULERS.get(spec.gang.backend))
-        from ..rules.custom import compile_rules  # compiled once per generation, never per request
-
-        compiled, problems = compile_rules(self.rules)
-        set_(self, "compiled_rules", compiled)
-        set_(self, "compile_problems", problems)
+        compiled, problems = compile_rules(self.rules)  # once per generation, never per request
+        set_(self, "compiled_rules", tuple(compiled))
+        set_(self, "compile_problems", tuple(problems))
         set_(self, "gang_gaps", tuple(_gang_gaps(spec)))
-        set_(self, "_quota_cache", {})
+        exact: dict[str, tuple[str, QuotaSpec]] = {}
+        globs: list[tuple[str, str, QuotaSpec]] = []
+        for name in sorted(self.quotas):  # an exact name beats a glob; among either, the first by name
+            quota = self.quotas[name]
+            for pattern in quota.namespaces:
+                if "*" in pattern or "?" in pattern or "[" in pattern:
+                    globs.append((pattern, name, quota))
+                else:
+                    exact.setdefault(pattern, (name, quota))
+        set_(self, "quota_by_name", exact)
+        set_(self, "quota_globs", tuple(globs))
 
     @classmethod
-    def build(cls, **kwargs) -> tuple[PolicySet, list[tuple[SourceRef, str, str]]]:
+    def build(cls, builtin_rules: Collection[str], **kwargs) -> tuple[PolicySet, list[tuple[SourceRef, str, str]]]:
         """Build the set and return it with its cross-reference problems (empty when sound)."""
         policy = cls(**kwargs)
-        return policy, policy._cross_check()
+        return policy, policy._cross_check(builtin_rules)
+
+    @property
+    def platform_name(self) -> str:
+        return self.platform_doc.metadata.name
 
     def _ref(self, kind: str, name: str) -> SourceRef:
         return self.sources.get((kind, name), SourceRef("<policy>", 0, 0))
 
-    def _cross_check(self) -> list[tuple[SourceRef, str, str]]:
+    def _cross_check(self, builtin_rules: Collection[str]) -> list[tuple[SourceRef, str, str]]:
         problems: list[tuple[SourceRef, str, str]] = []
         platform_ref = self._ref("Platform", self.platform_doc.metadata.name)
         for name, field_path, message in self.compile_problems:
             problems.append((self._ref("Rule", name), field_path, message))
         for rule in self.platform.rules:
-            if rule not in RULE_DEFAULTS and rule.removeprefix("custom.") not in self.rules:
+            if rule not in builtin_rules and rule.removeprefix("custom.") not in self.rules:
                 problems.append((platform_ref, f"spec.rules.{rule}",
-                                 f"unknown rule id; known: {', '.join(RULE_DEFAULTS)}"))
+                                 f"unknown rule id; known: {', '.join(sorted(builtin_rules))}"))
         by_resource: dict[str, list[str]] = {}
         for name, pool in self.pools.items():
             if pool.default:
@@ -211,30 +187,17 @@ class PolicySet:
 
     # ---- request-time look-ups -------------------------------------------------------------
 
-    def action(self, rule: str) -> Action:
-        return self.actions.get(rule, Action.deny)
-
     def is_exempt(self, namespace: str | None) -> bool:
         return namespace is not None and any(fnmatch.fnmatchcase(namespace, p) for p in self.platform.exemptNamespaces)
 
     def quota_for(self, namespace: str | None) -> tuple[str, QuotaSpec] | None:
-        """The quota of a namespace: an exact name beats a glob; among globs the first by name.
-        Memoized per namespace for the life of this generation (namespaces are few)."""
+        """The quota of a namespace: an exact name beats a glob; among globs the first by name."""
         if namespace is None:
             return None
-        if namespace in self._quota_cache:
-            return self._quota_cache[namespace]
-        found = self._find_quota(namespace)
-        if len(self._quota_cache) < 10_000:
-            self._quota_cache[namespace] = found
-        return found
-
-    def _find_quota(self, namespace: str) -> tuple[str, QuotaSpec] | None:
-        globbed = None
-        for name in sorted(self.quotas):
-            quota = self.quotas[name]
-            if namespace in quota.namespaces:
+        found = self.quota_by_name.get(namespace)
+        if found is not None:
+            return found
+        for pattern, name, quota in self.quota_globs:
+            if fnmatch.fnmatchcase(namespace, pattern):
                 return name, quota
-            if globbed is None and any(fnmatch.fnmatchcase(namespace, p) for p in quota.namespaces):
-                globbed = (name, quota)
-        return globbed
+        return None

@@ -1,0 +1,132 @@
+"""The package's folders are its layers: dependencies point down only, there are no import cycles,
+and the engine imports nothing that does I/O. Imports are read from the source (``ast``), including
+the ones inside functions, so a lazy import cannot hide an upward dependency."""
+
+from __future__ import annotations
+
+import ast
+import tomllib
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+PACKAGE_DIRS = {"trainadmit": ROOT / "webhook", "trainadmit.certs": ROOT / "certs"}
+# lower number = lower layer; a module may import its own layer's package and anything below
+LAYERS = {"grammars": 0, "policy": 1, "engine": 2, "authoring": 3, "cluster": 3, "certs": 4, "server": 5, "cli": 6}
+IO_MODULES = {"socket", "subprocess", "http", "urllib", "requests", "kubernetes", "flask", "werkzeug", "gunicorn",
+              "prometheus_client", "threading", "time", "datetime", "ssl", "shutil", "tempfile"}
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for package, folder in PACKAGE_DIRS.items():
+        for path in sorted(folder.rglob("*.py")):
+            rel = path.relative_to(folder).with_suffix("")
+            parts = [p for p in rel.parts if p != "__init__"]
+            name = ".".join([package, *parts])
+            if package == "trainadmit" and parts[:1] == ["certs"]:
+                continue
+            out[name] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _is_package(name: str) -> bool:
+    return MODULES[name].name == "__init__.py"
+
+
+def _imports(name: str) -> set[str]:
+    """Absolute names this module imports, outside ``if TYPE_CHECKING:`` blocks."""
+    tree = ast.parse(MODULES[name].read_text())
+    found: set[str] = set()
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            skip.update(id(n) for n in ast.walk(node))
+    base = name if _is_package(name) else name.rsplit(".", 1)[0]
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                anchor = base.split(".")
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                module = ".".join([*anchor, node.module] if node.module else anchor)
+            else:
+                module = node.module or ""
+            found.add(module)
+            for alias in node.names:  # `from . import x` imports the submodule x
+                if f"{module}.{alias.name}" in MODULES:
+                    found.add(f"{module}.{alias.name}")
+    return found
+
+
+def _internal(name: str) -> set[str]:
+    return {m for m in _imports(name) if m in MODULES and m != name}
+
+
+def _layer(name: str) -> tuple[str, int] | None:
+    parts = name.split(".")
+    top = parts[1] if len(parts) > 1 else None
+    return (top, LAYERS[top]) if top in LAYERS else None
+
+
+def test_the_module_list_is_found():
+    assert "trainadmit.engine.decide" in MODULES and "trainadmit.certs.pki" in MODULES
+    assert len(MODULES) > 40
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_dependencies_point_down(name):
+    mine = _layer(name)
+    for target in _internal(name):
+        theirs = _layer(target)
+        if mine is None or theirs is None:
+            continue
+        assert theirs[1] < mine[1] or theirs[0] == mine[0], f"{name} imports {target} from a layer above or beside"
+
+
+def test_no_import_cycles():
+    graph = {name: _internal(name) for name in MODULES}
+    # a package's __init__ re-exporting its own modules is not a cycle through them
+    for name in graph:
+        if _is_package(name):
+            graph[name] = {t for t in graph[name] if not t.startswith(name + ".")}
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                cycle = [*stack[stack.index(nxt):], nxt]
+                raise AssertionError("import cycle: " + " -> ".join(cycle))
+            if nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+
+
+def test_the_engine_does_no_io():
+    for name in MODULES:
+        if not name.startswith("trainadmit.engine"):
+            continue
+        external = {m.split(".")[0] for m in _imports(name) if not m.startswith("trainadmit")}
+        assert not external & IO_MODULES, f"{name} imports {sorted(external & IO_MODULES)}"
+
+
+def test_pyproject_lists_every_package():
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    packages = {name for name in MODULES if _is_package(name)}
+    assert set(config["packages"]) == packages
+    assert config["package-dir"] == {k: v.name for k, v in PACKAGE_DIRS.items()}

@@ -1,0 +1,23 @@
+"""What every command shares: exit codes (DESIGN §6) and loading a policy with a readable error."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from ..engine import load_policy
+from ..policy import PolicyError, PolicySet
+
+EXIT_OK, EXIT_DENIED, EXIT_ERROR = 0, 1, 2
+DEFAULT_POLICY_DIR = os.environ.get("TRAINADMIT_POLICY_DIR", "policies")
+
+
+def load_policy_or_report(path: str) -> PolicySet | None:
+    """The policy set, or None after printing every problem with its file, line and field."""
+    try:
+        return load_policy(path)
+    except PolicyError as exc:
+        print(f"trainadmit: invalid policy in {path}:", file=sys.stderr)
+        for problem in exc.problems:
+            print(f"  {problem}", file=sys.stderr)
+        return None

@@ -1,0 +1,96 @@
+"""`trainadmit` command line: a thin layer over the engine, the server and the certificate tools.
+
+Exit codes (DESIGN §6): 0 every object admitted, 1 any denied, 2 unreadable input or invalid policy.
+Each command's module is imported only when that command runs, so that `check` (run per file in CI
+and pre-commit hooks) never pays for the web server, metrics or Kubernetes client.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from .common import DEFAULT_POLICY_DIR, EXIT_OK
+
+
+def _lazy(module: str, function: str):
+    def run(args: argparse.Namespace) -> int:
+        import importlib
+
+        return int(getattr(importlib.import_module(f"{__package__}.{module}"), function)(args))
+    return run
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="trainadmit", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    check = sub.add_parser("check", help="decide offline what the webhook would do with manifests")
+    check.add_argument("files", nargs="*", help="files, directories or - for stdin (default: stdin)")
+    check.add_argument("-p", "--policy", default=DEFAULT_POLICY_DIR, help="policy directory (default: %(default)s)")
+    check.add_argument("--cluster", action="append", help="cluster snapshot (NodeList, ResourceQuotaList); repeatable")
+    check.add_argument("-o", "--output", choices=["text", "yaml", "json", "patch"], default="text")
+    check.add_argument("-n", "--namespace", default="default", help="namespace for objects that name none")
+    check.add_argument("--explain", action="store_true", help="show the policy setting behind each injected field")
+    check.set_defaults(func=_lazy("check", "cmd_check"))
+
+    policy = sub.add_parser("policy", help="work with policy directories")
+    psub = policy.add_subparsers(dest="policy_command", required=True)
+    lint = psub.add_parser("lint", help="check a policy directory")
+    lint.add_argument("dir", nargs="?", default=DEFAULT_POLICY_DIR)
+    lint.set_defaults(func=_lazy("policy", "cmd_policy_lint"))
+    schema = psub.add_parser("schema", help="print the JSON Schema of policy documents")
+    schema.set_defaults(func=_lazy("policy", "cmd_policy_schema"))
+    test = psub.add_parser("test", help="run the policy test suites (*.test.yaml, tests/*.yaml)")
+    test.add_argument("dir", nargs="?", default=DEFAULT_POLICY_DIR)
+    test.add_argument("-o", "--output", choices=["text", "junit"], default="text")
+    test.add_argument("--allow-empty", action="store_true", help="a directory without tests passes")
+    test.set_defaults(func=_lazy("policy", "cmd_policy_test"))
+    cm = psub.add_parser("configmap", help="print the policy directory as a ConfigMap manifest")
+    cm.add_argument("dir", nargs="?", default=DEFAULT_POLICY_DIR)
+    cm.add_argument("--name", default="trainadmit-policies")
+    cm.add_argument("--namespace", default="trainadmit-system")
+    cm.set_defaults(func=_lazy("policy", "cmd_policy_configmap"))
+
+    srv = sub.add_parser("serve", help="run the HTTPS admission webhook (POST /mutate, /validate)")
+    srv.add_argument("-p", "--policy", default=DEFAULT_POLICY_DIR)
+    srv.add_argument("--tls-cert", default=os.environ.get("TRAINADMIT_TLS_CERT", "/tls/tls.crt"))
+    srv.add_argument("--tls-key", default=os.environ.get("TRAINADMIT_TLS_KEY", "/tls/tls.key"))
+    srv.add_argument("--host", default="0.0.0.0")
+    srv.add_argument("--port", type=int, default=8443)
+    srv.add_argument("--workers", type=int, default=2, help="processes (default %(default)s)")
+    srv.add_argument("--threads", type=int, default=8, help="threads per process (default %(default)s)")
+    srv.add_argument("--timeout", type=int, default=30, help="worker heartbeat timeout, seconds")
+    srv.add_argument("--graceful-timeout", type=int, default=20, help="seconds to finish in-flight requests")
+    srv.add_argument("--reload-interval", type=float, default=2.0, help="policy directory poll, seconds")
+    srv.add_argument("--cluster", action="append", help="cluster snapshot file (until the live view exists)")
+    srv.add_argument("--enable-noop", action="store_true", help="serve POST /noop (benchmark floor)")
+    srv.add_argument("--cluster-live", action="store_true",
+                     help="watch Nodes and ResourceQuotas (pool capacity, domain sizes, remaining GPU quota)")
+    srv.add_argument("--manage-certs", action="store_true",
+                     help="in-cluster mode: create and rotate the TLS Secret and the caBundle (Lease-elected)")
+    srv.add_argument("--reconcile", action="store_true",
+                     help="also run the PodGroup reconciler (Lease-elected) for backends that need PodGroups")
+    srv.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE", "trainadmit-system"))
+    srv.add_argument("--service", default="trainadmit", help="Service name the certificate is issued for")
+    srv.set_defaults(func=_lazy("serve", "cmd_serve"))
+
+    from .certs_command import add_parser as add_certs
+
+    add_certs(sub, _lazy("certs_command", "run"))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except BrokenPipeError:  # `trainadmit check ... | head`
+        return EXIT_OK
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

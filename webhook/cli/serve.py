@@ -1,0 +1,66 @@
+"""`trainadmit serve`: the webhook server, and the controllers that run beside it."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from .common import EXIT_ERROR, EXIT_OK, load_policy_or_report
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    # prometheus_client picks its multi-process mode when first imported: set it up before that
+    if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
+        import tempfile
+
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="trainadmit-metrics-")
+    from ..server.app import ServerConfig
+    from ..server.gunicorn_app import serve
+
+    policy = load_policy_or_report(args.policy)  # fail fast with file and field, before any worker starts
+    if policy is None:
+        return EXIT_ERROR
+    if args.manage_certs:
+        start_cert_controller(args.namespace, args.service, interval=30.0)
+    if args.reconcile:
+        start_reconciler(args.namespace, policy.keys.podgroup)
+    config = ServerConfig(policy_dir=args.policy, cert_file=args.tls_cert, key_file=args.tls_key,
+                          cluster_files=args.cluster or [], reload_interval=args.reload_interval,
+                          enable_noop=args.enable_noop, cluster_live=args.cluster_live)
+    serve(config, bind=f"{args.host}:{args.port}", workers=args.workers, threads=args.threads,
+          timeout=args.timeout, graceful_timeout=args.graceful_timeout)
+    return EXIT_OK
+
+
+def start_cert_controller(namespace: str, service: str, interval: float):
+    """In-cluster certificate mode: a thread (in the gunicorn master) that keeps the Secret current."""
+    import threading
+
+    from ..certs.incluster import from_kubeconfig
+    from ..server.runtime import emit
+
+    controller = from_kubeconfig(namespace=namespace, service=service,
+                                 log=lambda message: emit("certificates", message=message))
+    stop = threading.Event()
+    threading.Thread(target=controller.run, args=(stop, interval), name="cert-controller", daemon=True).start()
+    return stop
+
+
+def start_reconciler(namespace: str, key: str, interval: float = 5.0):
+    """The PodGroup reconciler as a thread of the server's main process (Lease-elected)."""
+    import threading
+
+    from kubernetes import client
+
+    from ..cluster.kube import identity, load_config
+    from ..cluster.lease import LeaderLease
+    from ..cluster.reconciler import PodGroupReconciler
+    from ..server.runtime import emit
+
+    load_config()
+    log = lambda message: emit("reconciler", message=message)  # noqa: E731
+    lease = LeaderLease(client.CoordinationV1Api(), namespace, "trainadmit-reconciler", identity(), log=log)
+    reconciler = PodGroupReconciler(client.BatchV1Api(), client.CustomObjectsApi(), lease, key=key, log=log)
+    stop = threading.Event()
+    threading.Thread(target=reconciler.run, args=(stop, interval), name="podgroup-reconciler", daemon=True).start()
+    return stop

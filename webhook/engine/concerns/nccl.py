@@ -1,0 +1,72 @@
+"""NCCL: the pool's NCCL variables on every GPU container, and the values users set checked.
+
+User-set values are kept unless the policy enforces NCCL env; a value outside NCCL's documented
+grammar is denied (or warned), and NCCL's "debugging" variables are warned about in production Jobs.
+"""
+
+from __future__ import annotations
+
+from ...grammars.nccl import DEBUGGING_VARS, check_nccl_value
+from ...policy.models import Action, Enforceable
+from ..concern import Concern, rule
+from ..context import Context
+from ..decision import Source
+from ..paths import field_path
+from ..workloads import Workload
+
+SYNTAX = rule("nccl.syntax", Action.deny, "an NCCL value outside NCCL's documented grammar")
+SYNTAX_WARNING = rule("nccl.syntax-warning", Action.warn, "an NCCL value that is valid but likely not what was meant")
+DEBUGGING_VARIABLE = rule("nccl.debugging-variable", Action.warn,
+                          "an NCCL variable documented for debugging only, in a production Job")
+
+
+def mutate(ctx: Context) -> None:
+    r, w = ctx.resolved, ctx.workload
+    if r.pool is None or not r.pool.nccl.env:
+        return
+    for ref in ctx.gpu_containers:
+        env_path = (*w.container_path(ref), "env")
+        env = ctx.patcher.get(env_path) or []
+        index = {e.get("name"): i for i, e in enumerate(env) if isinstance(e, dict)}
+        missing: list[tuple[object, Source]] = []
+        for name, value in r.pool.nccl.env.items():
+            found = index.get(name)
+            if found is None:
+                missing.append(({"name": name, "value": value}, ctx.pool_source("spec", "nccl", "env", name)))
+                continue
+            entry = env[found]
+            if entry.get("value") == value and "valueFrom" not in entry:
+                ctx.satisfied("nccl")
+            else:
+                user = entry.get("value", "<valueFrom>")
+                ctx.conflict(Enforceable.ncclEnv, (*env_path, found, "value"), user, value)
+        ctx.inject_extend(env_path, missing, "nccl")
+
+
+def validate(ctx: Context, view: Workload) -> None:
+    pool_env = ctx.resolved.pool.nccl.env if ctx.resolved.pool else {}
+    for ref in view.all_containers:
+        env = ref.body.get("env")
+        if not isinstance(env, list):
+            continue
+        for i, entry in enumerate(env):
+            if not isinstance(entry, dict):
+                continue
+            name, value = entry.get("name"), entry.get("value")
+            if not isinstance(name, str) or not name.startswith("NCCL_") or not isinstance(value, str):
+                continue
+            if pool_env.get(name) == value:
+                continue  # the pool's own values were checked when the policy loaded
+            path = field_path((*view.container_path(ref), "env", i))
+            problem = check_nccl_value(name, value)
+            if problem is not None:
+                found = SYNTAX if problem.severity == "error" else SYNTAX_WARNING
+                ctx.report(found, path, f"{name}={value!r} in container {ref.name}: {problem.message}",
+                           "see the NCCL environment variable reference")
+            if name in DEBUGGING_VARS:
+                ctx.report(DEBUGGING_VARIABLE, path,
+                           f"NCCL documents {name} as a debugging variable, not for production runs",
+                           "remove it once the problem it works around is understood")
+
+
+CONCERN = Concern("nccl", rules=(SYNTAX, SYNTAX_WARNING, DEBUGGING_VARIABLE), mutate=mutate, validate=validate)

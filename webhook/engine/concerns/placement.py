@@ -1,0 +1,87 @@
+"""Placement: the pool's node selector and tolerations; a user selector that contradicts the pool.
+
+A user node selector or required node affinity that no node of the pool can satisfy makes a Job
+that can never be scheduled, so it is refused with the pool that would match, when one does.
+"""
+
+from __future__ import annotations
+
+from ...policy.models import Action, Enforceable
+from ..concern import Concern, rule
+from ..context import Context
+from ..paths import as_dict, as_list, field_path
+from ..workloads import Workload
+
+CONTRADICTION = rule("placement.contradiction", Action.deny,
+                     "a user nodeSelector or required node affinity that no node of the pool can satisfy")
+
+
+def _same_toleration(a: dict, b: dict) -> bool:
+    def norm(t: dict) -> tuple:
+        return (t.get("key") or "", t.get("operator") or "Equal", t.get("value") or "", t.get("effect") or "")
+    return isinstance(a, dict) and norm(a) == norm(b)
+
+
+def mutate(ctx: Context) -> None:
+    r, w = ctx.resolved, ctx.workload
+    pool = r.pool
+    if pool is None:
+        return
+    selector_source = ctx.pool_source("spec", "nodeSelector")
+    selector_path = (*w.pod_spec_path, "nodeSelector")
+    if not ctx.patcher.get(selector_path) and pool.nodeSelector:  # absent: the whole map in one operation
+        ctx.inject(selector_path, dict(pool.nodeSelector), "placement", selector_source)
+    for key, value in pool.nodeSelector.items():
+        path = (*w.pod_spec_path, "nodeSelector", key)
+        current = ctx.patcher.get(path)
+        if current is None or current == value:
+            ctx.inject(path, value, "placement", selector_source)
+        else:
+            # A contradiction with the pool is always a denial (validate below); enforcement only
+            # changes the rule id that reports it.
+            ctx.conflict(Enforceable.nodeSelector, path, current, value)
+    tol_path = (*w.pod_spec_path, "tolerations")
+    missing = []
+    existing = ctx.patcher.get(tol_path) or []
+    for i, wanted in enumerate(pool.toleration_dicts):
+        if any(_same_toleration(t, wanted) for t in existing):
+            ctx.satisfied("placement")
+        else:
+            missing.append((wanted, ctx.pool_source("spec", "tolerations", i)))
+    ctx.inject_extend(tol_path, missing, "placement")
+
+
+def _term_contradicts(term: dict, selector: dict[str, str]) -> bool:
+    for expr in as_list(term.get("matchExpressions")):
+        if not isinstance(expr, dict) or expr.get("key") not in selector:
+            continue
+        wanted, op = selector[expr["key"]], expr.get("operator")
+        values = as_list(expr.get("values"))
+        if (op == "In" and wanted not in values) or (op == "NotIn" and wanted in values) or op == "DoesNotExist":
+            return True
+    return False
+
+
+def validate(ctx: Context, view: Workload) -> None:
+    r, pool = ctx.resolved, ctx.resolved.pool
+    if pool is None:
+        return
+    selector = as_dict(view.pod_spec.get("nodeSelector"))
+    for key, value in pool.nodeSelector.items():
+        if key in selector and selector[key] != value:
+            other = [n for n, p in sorted(ctx.policy.pools.items()) if p.nodeSelector.get(key) == selector[key]]
+            hint = (f"set {ctx.policy.keys.pool}: {other[0]} or remove the nodeSelector" if other
+                    else "remove it: the pool chooses the nodes")
+            ctx.report(CONTRADICTION, field_path((*view.pod_spec_path, "nodeSelector", key)),
+                       f"nodeSelector {key}={selector[key]} contradicts pool {r.pool_name} ({key}={value})", hint)
+    terms = as_list(as_dict(as_dict(as_dict(view.pod_spec.get("affinity")).get("nodeAffinity"))
+                            .get("requiredDuringSchedulingIgnoredDuringExecution")).get("nodeSelectorTerms"))
+    terms = [t for t in terms if isinstance(t, dict)]
+    if terms and all(_term_contradicts(t, pool.nodeSelector) for t in terms):
+        ctx.report(CONTRADICTION, field_path((*view.pod_spec_path, "affinity", "nodeAffinity")),
+                   f"no required node-affinity term can match a node of pool {r.pool_name} "
+                   f"({', '.join(f'{k}={v}' for k, v in pool.nodeSelector.items())})",
+                   "remove the node affinity or pick the pool that matches it")
+
+
+CONCERN = Concern("placement", rules=(CONTRADICTION,), mutate=mutate, validate=validate)

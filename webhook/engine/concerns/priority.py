@@ -1,0 +1,45 @@
+"""Priority: the tier's PriorityClass (and, for Kueue, its WorkloadPriorityClass label).
+
+A bare Pod reaches webhooks after the Priority admission plugin already resolved
+``spec.priority`` from the class it had (0 for none), and nothing resolves it again. So for Pods
+trainadmit sets ``priority`` and ``preemptionPolicy`` from the tier together with the class name;
+for Jobs the pods are created later from the template and resolved normally.
+"""
+
+from __future__ import annotations
+
+from ...policy.models import Enforceable, GangBackend
+from ..concern import Concern
+from ..context import Context
+from ..decision import Source
+
+KUEUE_PRIORITY = "kueue.x-k8s.io/priority-class"
+
+
+def mutate(ctx: Context) -> None:
+    r, w = ctx.resolved, ctx.workload
+    if r.tier is None or not r.gpu_resource:
+        return
+    name, tier = r.tier
+    path = (*w.pod_spec_path, "priorityClassName")
+    current = ctx.patcher.get(path)
+    if current is None or current == "" or current == tier.className:
+        ctx.inject(path, tier.className, "priority", Source("PriorityTier", name, ("spec", "className")))
+        if not w.is_job:
+            ctx.inject((*w.pod_spec_path, "priority"), tier.value, "priority",
+                       Source("PriorityTier", name, ("spec", "value")))
+            ctx.inject((*w.pod_spec_path, "preemptionPolicy"), tier.preemptionPolicy, "priority",
+                       Source("PriorityTier", name, ("spec", "preemptionPolicy")))
+    else:
+        ctx.conflict(Enforceable.priorityClassName, path, current, tier.className)
+    if (ctx.policy.platform.gang.backend is GangBackend.kueue and tier.kueuePriorityClass and w.is_job
+            and "jobset.sigs.k8s.io/jobset-name" not in w.labels):
+        label = ("metadata", "labels", KUEUE_PRIORITY)
+        if ctx.patcher.get(label):
+            ctx.satisfied("priority")
+        else:
+            ctx.inject(label, tier.kueuePriorityClass, "priority",
+                       Source("PriorityTier", name, ("spec", "kueuePriorityClass")))
+
+
+CONCERN = Concern("priority", mutate=mutate)

@@ -1,0 +1,93 @@
+"""Quota: per-Job limits, allowed pools and tiers per namespace, and the namespace's GPU quota.
+
+A Job that asks for more GPUs than its namespace may ever hold is always refused: with gang
+scheduling it would sit in the queue forever. With a cluster view, the remaining quota is checked
+too, since ResourceQuota would otherwise reject some of the gang's pods at creation time.
+"""
+
+from __future__ import annotations
+
+from ...policy.models import Action
+from ..concern import Concern, rule
+from ..context import Context
+from ..workloads import Workload
+
+GPUS_PER_JOB = rule("quota.gpus-per-job", Action.deny, "more GPUs in one Job than the namespace's Quota allows")
+WORKERS_PER_JOB = rule("quota.workers-per-job", Action.deny,
+                       "more workers in one Job than the namespace's Quota allows")
+POOL_NOT_ALLOWED = rule("quota.pool-not-allowed", Action.deny, "a pool the namespace's Quota does not allow")
+PRIORITY_NOT_ALLOWED = rule("quota.priority-not-allowed", Action.deny,
+                            "a priority tier the namespace's Quota does not allow")
+NAMESPACE_HARD = rule("quota.namespace-hard", Action.deny,
+                      "more GPUs than the namespace may ever hold (ResourceQuota or Quota.gpuQuota)")
+NAMESPACE_REMAINING = rule("quota.namespace-remaining", Action.deny,
+                           "more GPUs than the namespace has free now (cluster view)")
+POOL_CAPACITY = rule("quota.pool-capacity", Action.deny, "more nodes than the pool has")
+
+
+def validate(ctx: Context, view: Workload) -> None:
+    check(ctx, view)
+
+
+def check(ctx: Context, view: Workload, extra_gpus: int | None = None) -> None:
+    """Check quota; ``extra_gpus`` (UPDATE scale-up) replaces the Job's total for the remaining check."""
+    r, ns = ctx.resolved, ctx.namespace or view.namespace
+    found = ctx.policy.quota_for(ns)
+    if found is not None:
+        qname, quota = found
+        if quota.maxGPUsPerJob is not None and r.total_gpus > quota.maxGPUsPerJob:
+            most = quota.maxGPUsPerJob // r.gpus_per_pod if r.gpus_per_pod else 0
+            ctx.report(GPUS_PER_JOB, "spec.parallelism",
+                       f"requests {r.total_gpus} GPUs ({r.pods} × {r.gpus_per_pod}); quota {qname} allows "
+                       f"{quota.maxGPUsPerJob} per job in namespace {ns}", f"use at most {most} workers")
+        if quota.maxWorkersPerJob is not None and r.pods > quota.maxWorkersPerJob:
+            ctx.report(WORKERS_PER_JOB, "spec.parallelism",
+                       f"runs {r.pods} workers; quota {qname} allows {quota.maxWorkersPerJob} per job",
+                       f"set spec.parallelism and spec.completions to at most {quota.maxWorkersPerJob}")
+        if quota.allowedPools is not None and r.pool_name and r.pool_name not in quota.allowedPools:
+            ctx.report(POOL_NOT_ALLOWED, f'metadata.labels["{ctx.policy.keys.pool}"]',
+                       f"namespace {ns} may not use pool {r.pool_name}",
+                       f"use one of: {', '.join(quota.allowedPools) or '(none)'}")
+        if quota.allowedPriorities is not None and r.tier and r.tier[0] not in quota.allowedPriorities:
+            ctx.report(PRIORITY_NOT_ALLOWED, f'metadata.annotations["{ctx.policy.keys.priority}"]',
+                       f"namespace {ns} may not use priority tier {r.tier[0]}",
+                       f"use one of: {', '.join(quota.allowedPriorities) or '(none)'}")
+    _pool_capacity(ctx)
+    if not (r.gpu_resource and r.total_gpus and ns):
+        return
+    hard_used = ctx.cluster.gpu_quota(ns, r.gpu_resource)
+    source = "ResourceQuota"
+    if hard_used is None and found is not None and found[1].gpuQuota is not None:
+        hard_used, source = (found[1].gpuQuota, None), f"Quota {found[0]}"  # type: ignore[assignment]
+    if hard_used is None:
+        return
+    hard, used = hard_used
+    needed = r.total_gpus if extra_gpus is None else extra_gpus
+    if r.total_gpus > hard:
+        ctx.report(NAMESPACE_HARD, "spec.parallelism",
+                   f"needs {r.total_gpus} {r.gpu_resource}, and namespace {ns} may hold at most {hard} ({source}): "
+                   "this job could never start", f"use at most {hard // max(r.gpus_per_pod, 1)} workers")
+    elif used is not None and needed > hard - used:
+        free = max(hard - used, 0)
+        ctx.report(NAMESPACE_REMAINING, "spec.parallelism",
+                   f"needs {needed} {r.gpu_resource}; namespace {ns} has {free} of {hard} free ({source})",
+                   "wait for running jobs to finish" + (f", or use at most {free // r.gpus_per_pod} workers"
+                                                        if r.gpus_per_pod and free >= r.gpus_per_pod else ""))
+
+
+def _pool_capacity(ctx: Context) -> None:
+    """A gang larger than the pool never starts: refuse it now rather than queue it forever."""
+    r, pool = ctx.resolved, ctx.resolved.pool
+    if pool is None or not r.gpus_per_pod:
+        return
+    nodes_needed = max(r.pods, 1)
+    capacity = ctx.cluster.pool_nodes(pool)
+    capacity = capacity if capacity is not None else pool.capacityNodes
+    if capacity is not None and nodes_needed > capacity:
+        ctx.report(POOL_CAPACITY, "spec.parallelism",
+                   f"needs {nodes_needed} nodes and pool {r.pool_name} has {capacity}: this job could never start",
+                   f"use at most {capacity} workers")
+
+
+CONCERN = Concern("quota", rules=(GPUS_PER_JOB, WORKERS_PER_JOB, POOL_NOT_ALLOWED, PRIORITY_NOT_ALLOWED, NAMESPACE_HARD,
+                                  NAMESPACE_REMAINING, POOL_CAPACITY), validate=validate)

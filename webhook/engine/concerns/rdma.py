@@ -1,0 +1,70 @@
+"""RDMA: the pool's NIC resources on every GPU container, its Multus networks, and IPC_LOCK.
+
+RDMA verbs pin memory, which needs CAP_IPC_LOCK (or an unlimited memlock rlimit, which a PodSpec
+cannot set). The resource names come from the pool because they differ per cluster
+(``rdma/rdma_shared_device_a``, ``rdma/ib``, ``nvidia.com/hostdev``...). RDMA resources on a pool
+without an RDMA fabric are refused: no node of the pool could ever satisfy them.
+"""
+
+from __future__ import annotations
+
+from ...policy.models import Action, Enforceable
+from ..concern import Concern, rule
+from ..context import Context
+from ..paths import as_dict, field_path
+from ..workloads import Workload
+
+MULTUS_NETWORKS = "k8s.v1.cni.cncf.io/networks"
+
+POOL_WITHOUT_RDMA = rule("rdma.pool-without-rdma", Action.deny, "RDMA resources requested on a pool without RDMA")
+
+
+def mutate(ctx: Context) -> None:
+    r, w = ctx.resolved, ctx.workload
+    pool = r.pool
+    if pool is None or pool.rdma is None:
+        return
+    rdma = pool.rdma
+    for ref in ctx.gpu_containers:
+        base = w.container_path(ref)
+        for resource, count in rdma.resources.items():
+            source = ctx.pool_source("spec", "rdma", "resources", resource)
+            for section in ("limits", "requests"):
+                path = (*base, "resources", section, resource)
+                current = ctx.patcher.get(path)
+                if current is None:
+                    ctx.inject(path, str(count), "rdma", source)
+                elif str(current) == str(count):
+                    ctx.satisfied("rdma")
+        if rdma.ipcLock:
+            caps_path = (*base, "securityContext", "capabilities", "add")
+            if "IPC_LOCK" in (ctx.patcher.get(caps_path) or []):
+                ctx.satisfied("rdma")
+            else:
+                ctx.inject_extend(caps_path, [("IPC_LOCK", ctx.pool_source("spec", "rdma", "ipcLock"))], "rdma")
+    if rdma.networks and ctx.gpu_containers:
+        wanted = ",".join(rdma.networks)
+        path = (*w.pod_meta_path, "annotations", MULTUS_NETWORKS)
+        current = ctx.patcher.get(path)
+        if current is None or current == wanted:
+            ctx.inject(path, wanted, "rdma", ctx.pool_source("spec", "rdma", "networks"))
+        else:
+            ctx.conflict(Enforceable.rdmaNetworks, path, current, wanted)
+
+
+def validate(ctx: Context, view: Workload) -> None:
+    r = ctx.resolved
+    if r.pool is None or r.pool.rdma is not None:
+        return
+    known = {name for p in ctx.policy.pools.values() if p.rdma for name in p.rdma.resources}
+    rdma_pools = sorted(n for n, p in ctx.policy.pools.items() if p.rdma)
+    for ref in view.all_containers:
+        resources = as_dict(ref.body.get("resources"))
+        for res in {*as_dict(resources.get("limits")), *as_dict(resources.get("requests"))}:
+            if res in known or res.startswith("rdma/"):
+                ctx.report(POOL_WITHOUT_RDMA, field_path((*view.container_path(ref), "resources")),
+                           f"container {ref.name} requests {res}, but pool {r.pool_name} has no RDMA fabric",
+                           f"use an RDMA pool ({', '.join(rdma_pools) or 'none defined'}) or remove {res}")
+
+
+CONCERN = Concern("rdma", rules=(POOL_WITHOUT_RDMA,), mutate=mutate, validate=validate)

@@ -1,0 +1,108 @@
+"""The per-request working state shared by mutations and rules.
+
+One Context per decision: the policy generation, the cluster view, the request, the resolved
+intent, the patcher holding the working copy, and the lists that become the Decision. Mutations and
+rules are plain functions of a Context, which keeps each of them small and testable on its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from ..policy import PolicySet
+from ..policy.models import Action, Enforceable
+from .clusterview import ClusterView
+from .concern import Concern, RuleId, rule
+from .decision import Injection, Source, Violation
+from .intent import Resolved
+from .patch import Patcher
+from .paths import Path, field_path
+from .request import Request
+from .workloads import ContainerRef, Workload, resource_count
+
+ENFORCED_CONFLICT = rule("enforced.conflict", Action.deny,
+                         "a user value differs from one the platform enforces (Platform.spec.enforce)")
+CONCERN = Concern("enforced", rules=(ENFORCED_CONFLICT,))
+
+
+@dataclass(eq=False)
+class Context:
+    policy: PolicySet
+    cluster: ClusterView
+    request: Request
+    workload: Workload  # view of the object as received
+    patcher: Patcher
+    namespace: str
+    resolved: Resolved = field(default_factory=Resolved)
+    violations: list[Violation] = field(default_factory=list)
+    injections: list[Injection] = field(default_factory=list)  # what this decision changed, and why
+    companions: list[dict] = field(default_factory=list)  # objects the reconciler creates (PodGroups)
+    concerns: dict[str, None] = field(default_factory=dict)  # concerns applied (injected or already met), in order
+    gang_backend: str | None = None  # set by the gang concern when the workload gets (or has) our gang
+
+    # ---- violations --------------------------------------------------------------------------
+    def report(self, rule: RuleId, path: str, message: str, hint: str = "") -> None:
+        action = self.policy.actions.get(rule.id, rule.default)
+        if action is Action.off:
+            return
+        self.violations.append(Violation(rule.id, action, path, message, hint))
+
+    def enforced(self, item: Enforceable) -> bool:
+        return item in self.policy.enforced
+
+    def conflict(self, item: Enforceable, path: Path, user_value: object, policy_value: object) -> None:
+        """A user value differs from the policy's: a denial if enforced, otherwise the user wins."""
+        if self.enforced(item):
+            self.report(ENFORCED_CONFLICT, field_path(path),
+                        f"the platform enforces {item.value}; this object sets {user_value!r}",
+                        f"remove it or set {policy_value!r}")
+
+    # ---- injections --------------------------------------------------------------------------
+    def inject(self, path: Path, value: object, concern: str, source: Source) -> bool:
+        """Make ``path`` hold ``value``; True when that changed the object."""
+        changed = self.patcher.set(path, value)
+        if changed:
+            self.injections.append(Injection(path, concern, source))
+        self.concerns[concern] = None
+        return changed
+
+    def satisfied(self, concern: str) -> None:
+        """The object already holds what the policy prescribes for ``concern`` (the user's own value,
+        or ours from an earlier pass): nothing to inject, but the concern counts as applied."""
+        self.concerns[concern] = None
+
+    def inject_extend(self, list_path: Path, items: list[tuple[object, Source]], concern: str) -> None:
+        """Append (value, source) items to a list in as few patch operations as possible."""
+        if not items:
+            return
+        start = len(self.patcher.get(list_path) or [])
+        self.patcher.extend(list_path, [v for v, _ in items])
+        for i, (_, source) in enumerate(items):
+            self.injections.append(Injection((*list_path, start + i), concern, source))
+        self.concerns[concern] = None
+
+    # ---- sources -----------------------------------------------------------------------------
+    def platform_source(self, *field_: str | int, note: str = "") -> Source:
+        return Source("Platform", self.policy.platform_name, tuple(field_), note)
+
+    def pool_source(self, *field_: str | int, note: str = "") -> Source:
+        return Source("Pool", self.resolved.pool_name or "", tuple(field_), note)
+
+    # ---- views of the working copy -----------------------------------------------------------
+    @property
+    def current(self) -> Workload:
+        return Workload(self.patcher.doc)
+
+    @cached_property
+    def gpu_containers(self) -> list[ContainerRef]:
+        """Regular containers that request the workload's GPU resource: the ones that run NCCL.
+        Read after intent is resolved (it depends on the resolved GPU resource)."""
+        resource = self.resolved.gpu_resource
+        out = []
+        if resource is not None:
+            for ref in self.workload.main_containers:
+                limit, request, _ = resource_count(ref.body, resource)
+                if (limit or request or 0) > 0:
+                    out.append(ref)
+        return out

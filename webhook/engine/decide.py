@@ -1,0 +1,124 @@
+"""The decision: (request, policy set, cluster view) -> Decision. Pure: no I/O, no clock, no globals.
+
+- CREATE (``/mutate`` and `trainadmit check`): match, resolve intent, run every concern's mutation
+  through one Patcher, record provenance, then validate the mutated object. CI and the cluster call
+  the same function, so they give the same answer.
+- CREATE on ``/validate``: the same mutations run on a scratch copy of the object as received;
+  whatever they would still inject is missing (``final_state``); the rules see the received object.
+- UPDATE: never mutated; a ``parallelism`` scale-up is checked against quota, and custom rules that
+  ask for UPDATE run. DELETE and CONNECT pass.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..policy import PolicySet
+from . import final_state
+from .clusterview import ClusterView, NoCluster
+from .concerns import custom, quota
+from .context import Context
+from .decision import Decision
+from .intent import gpu_resources_of, has_intent, resolve
+from .patch import Patcher
+from .registry import INJECTING, MUTATIONS, VALIDATIONS
+from .request import Request
+from .shape import MALFORMED, shape_problems
+from .workloads import HANDLED_KINDS, Workload
+
+
+def match(policy: PolicySet, obj: Any, namespace: str | None, user: dict | None = None) -> tuple[Workload | None, str]:
+    """The Workload when the policy applies to ``obj``, else None and the reason it does not."""
+    if user:
+        name, groups = user.get("username"), user.get("groups")
+        if isinstance(name, str) and name in policy.platform.exemptUsers:
+            return None, f"user {name} is exempt"
+        if isinstance(groups, list):
+            exempt = [g for g in groups if isinstance(g, str) and g in policy.platform.exemptGroups]
+            if exempt:
+                return None, f"group {exempt[0]} is exempt"
+    if not isinstance(obj, dict):
+        return None, "not a Kubernetes object"
+    kind = (obj.get("apiVersion"), obj.get("kind"))
+    if not all(isinstance(k, str) for k in kind) or kind not in HANDLED_KINDS:
+        return None, (f"kind {kind[0]}/{kind[1]} is not handled; trainadmit acts on batch/v1 Jobs and on v1 Pods "
+                      "that no Job owns")
+    if policy.is_exempt(namespace):
+        return None, f"namespace {namespace} is exempt"
+    workload = Workload(obj)
+    owner = workload.controller
+    owned_by_job = owner and owner.get("kind") == "Job" and str(owner.get("apiVersion", "")).startswith("batch/")
+    if not workload.is_job and owned_by_job:
+        return None, f"pod of Job {owner.get('name')}: the Job carries trainadmit's configuration"
+    if not gpu_resources_of(workload, policy) and not has_intent(workload, policy):
+        return None, f"no GPU request and no {policy.platform.intentPrefix}/ intent"
+    return workload, ""
+
+
+def decide(policy: PolicySet, request: Request, cluster: ClusterView | None = None) -> Decision:
+    obj = request.obj
+    namespace = request.namespace
+    if isinstance(obj, dict) and isinstance(obj.get("metadata"), dict):
+        own = obj["metadata"].get("namespace")
+        namespace = own if isinstance(own, str) and own else namespace
+    workload, reason = match(policy, obj, namespace, request.user)
+    if workload is None:
+        return Decision(matched=False, reason=reason, generation=policy.generation)
+    ctx = Context(policy, cluster or NoCluster(), request, workload, Patcher(obj), namespace=namespace or "default")
+    problems = shape_problems(workload)
+    if problems:
+        for path, message in problems:
+            ctx.report(MALFORMED, path, message, "fix the field's type")
+        return Decision(matched=True, generation=policy.generation, reason="malformed object",
+                        violations=ctx.violations)
+    if request.operation != "CREATE":
+        return _non_create(ctx)
+    ctx.resolved = resolve(workload, policy, gpu_resources_of(workload, policy), ctx.report)
+    for concern in MUTATIONS:
+        concern.mutate(ctx)  # type: ignore[misc]
+    final_state.record_provenance(ctx, INJECTING)
+    decision = Decision(matched=True, generation=policy.generation, summary=_summary(ctx))
+    if request.phase == "validate":
+        final_state.check(ctx, INJECTING)
+        view = workload
+    else:
+        decision.patch = ctx.patcher.ops
+        decision.mutated = ctx.patcher.doc
+        decision.injections = ctx.injections
+        decision.companions = ctx.companions
+        view = Workload(ctx.patcher.doc)
+    for concern in VALIDATIONS:
+        concern.validate(ctx, view)  # type: ignore[misc]
+    decision.violations = ctx.violations
+    return decision
+
+
+def _non_create(ctx: Context) -> Decision:
+    """UPDATE: never mutate; validate a parallelism scale-up against quota. DELETE/CONNECT pass."""
+    request, workload, policy = ctx.request, ctx.workload, ctx.policy
+    decision = Decision(matched=True, generation=policy.generation,
+                        reason=f"{request.operation}: trainadmit mutates on CREATE only")
+    if request.operation != "UPDATE" or request.phase != "validate" or not workload.is_job:
+        return decision
+    if not isinstance(request.old, dict):
+        return decision
+    old = Workload(request.old)
+    ctx.resolved = resolve(workload, policy, gpu_resources_of(workload, policy), lambda *a, **k: None)
+    added = (workload.parallelism - old.parallelism) * ctx.resolved.gpus_per_pod
+    if added > 0:
+        quota.check(ctx, workload, extra_gpus=added)
+        decision.reason = f"UPDATE: parallelism {old.parallelism} -> {workload.parallelism} checked against quota"
+    custom.validate(ctx, workload)
+    decision.violations = ctx.violations
+    return decision
+
+
+def _summary(ctx: Context) -> dict:
+    r = ctx.resolved
+    return {
+        "kind": ctx.workload.kind, "name": ctx.workload.display_name, "namespace": ctx.namespace,
+        "pool": r.pool_name, "gpuResource": r.gpu_resource, "gpusPerPod": r.gpus_per_pod, "pods": r.pods,
+        "gang": ctx.gang_backend or "none", "topology": r.level_name if r.pods > 1 else None,
+        "priority": r.tier[0] if r.tier else None,
+        "datasets": [n for n, _ in r.datasets], "checkpoint": r.checkpoint[0] if r.checkpoint else None,
+    }

@@ -1,0 +1,113 @@
+"""What the engine returns: the verdict, every violation at once, the patch, and why.
+
+The same Decision feeds the AdmissionResponse, the CLI's text/JSON/YAML output and the policy
+test runner, which is how CI and the cluster give the same answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..policy.models import Action
+from .paths import Path, field_path, pointer
+
+
+@dataclass(slots=True)
+class Violation:
+    """A rule that fired: its id, the field at fault, what is wrong and what to change."""
+
+    rule: str
+    action: Action
+    path: str
+    message: str
+    hint: str = ""
+
+    def text(self) -> str:
+        out = f"[{self.rule}] {self.path}: {self.message}"
+        if self.hint:
+            out += f" ({self.hint})"
+        return out
+
+    def as_dict(self) -> dict[str, str]:
+        return {"rule": self.rule, "action": self.action.value, "path": self.path,
+                "message": self.message, "hint": self.hint}
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """The policy setting behind an injected value: a policy document and the field in it.
+
+    ``kind`` is a policy kind (Pool, Platform, …) with the document's name, or ``object`` for an
+    intent key the user wrote on the object itself (then ``field`` is the path in the object)."""
+
+    kind: str
+    name: str
+    field: Path = ()
+    note: str = ""
+
+    def __str__(self) -> str:
+        where = field_path(self.field)
+        head = f"{self.kind} {self.name}" if self.kind != "object" else "the object's"
+        text = f"{head}: {where}" if self.kind != "object" else f"{head} {where}"
+        return f"{text} ({self.note})" if self.note else text
+
+
+@dataclass(slots=True)
+class Injection:
+    """One field trainadmit set, and the policy setting that drove it (for --explain)."""
+
+    location: Path
+    concern: str
+    source: Source
+
+    @property
+    def path(self) -> str:
+        return pointer(self.location)
+
+    def as_dict(self) -> dict[str, str]:
+        return {"path": self.path, "concern": self.concern, "source": str(self.source)}
+
+
+@dataclass
+class Decision:
+    matched: bool
+    reason: str = ""
+    violations: list[Violation] = field(default_factory=list)
+    patch: list[dict] = field(default_factory=list)
+    mutated: dict | None = None
+    injections: list[Injection] = field(default_factory=list)
+    companions: list[dict] = field(default_factory=list)
+    generation: str = ""
+    summary: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def denials(self) -> list[Violation]:
+        return [v for v in self.violations if v.action is Action.deny]
+
+    @property
+    def warnings(self) -> list[Violation]:
+        return [v for v in self.violations if v.action is Action.warn]
+
+    @property
+    def allowed(self) -> bool:
+        return not self.denials
+
+    def denial_message(self) -> str:
+        lines = [v.text() for v in self.denials]
+        plural = "s" if len(lines) != 1 else ""
+        return f"trainadmit denied this object ({len(lines)} problem{plural}): " + "; ".join(lines)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "matched": self.matched,
+            "reason": self.reason,
+            "allowed": self.allowed,
+            "generation": self.generation,
+            "violations": [v.as_dict() for v in self.denials],
+            "warnings": [v.as_dict() for v in self.warnings],
+            "patch": self.patch,
+            "injected": [i.as_dict() for i in self.injections],
+            "companions": self.companions,
+            "summary": self.summary,
+        }

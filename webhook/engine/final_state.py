@@ -1,0 +1,98 @@
+"""What trainadmit applied (the provenance annotation), and the /validate check that it survived.
+
+The validating webhook sees the object after every mutating webhook and after the apiserver decoded
+it. Re-running the mutations on a scratch copy shows what is missing: if trainadmit had mutated it
+(the ``applied`` annotation of this policy generation) and something it injected is gone, another
+webhook or the apiserver removed it (the apiserver silently drops fields whose feature gate is off);
+a gang that did not survive is denied with the reason, since the Job would otherwise run without one.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+
+from ..policy import PolicySet
+from ..policy.models import Action
+from .concern import Concern, rule
+from .concerns.gang import MEMBERSHIP_LOST
+from .context import Context
+from .paths import get_path, pointer
+
+NOT_MUTATED = rule("final.not-mutated", Action.deny,
+                   "/validate sees an object trainadmit's mutating webhook never processed")
+INJECTION_LOST = rule("final.injection-lost", Action.deny,
+                      "/validate: fields trainadmit injected are missing from the object about to be stored")
+CONCERN = Concern("final", rules=(NOT_MUTATED, INJECTION_LOST))
+
+_GANG_LOSS = {
+    "native/job-scheduling": ("spec.scheduling", "the apiserver drops Job.spec.scheduling when feature gate "
+                              "WorkloadWithJob or GenericWorkload is off (both off by default in 1.37)"),
+    "native/pod-group": ("spec.template.spec.schedulingGroup", "the apiserver drops schedulingGroup when feature "
+                         "gate GenericWorkload is off (off by default in 1.37)"),
+    "coscheduling": ("the scheduling.x-k8s.io/pod-group label", "another mutating webhook removed it"),
+    "volcano": ("the scheduling.volcano.sh/group-min-member annotation", "another mutating webhook removed it"),
+    "kueue": ("the kueue.x-k8s.io/queue-name label or suspend: true", "another mutating webhook changed it"),
+}
+
+
+def record_provenance(ctx: Context, concern_order: tuple[str, ...]) -> None:
+    """Set the ``applied`` annotation on the object (and its pod template) naming what was applied."""
+    concerns = tuple(c for c in concern_order if c in ctx.concerns)
+    if not concerns:
+        return
+    r = ctx.resolved
+    value = applied_value(ctx.policy.generation, r.pool_name, ctx.gang_backend or "none",
+                          r.level_name if r.pods > 1 else None, concerns)
+    key = ctx.policy.keys.applied
+    ctx.patcher.set(("metadata", "annotations", key), value)
+    if ctx.workload.is_job:
+        ctx.patcher.set((*ctx.workload.pod_meta_path, "annotations", key), value)
+
+
+@lru_cache(maxsize=1024)
+def applied_value(generation: str, pool: str | None, gang: str, topology: str | None, injected: tuple) -> str:
+    """The provenance annotation; a handful of distinct values per policy generation, so cached."""
+    return json.dumps({"generation": generation, "pool": pool, "gang": gang, "topology": topology,
+                       "injected": list(injected)}, sort_keys=True, separators=(",", ":"))
+
+
+def read_applied(obj: dict, policy: PolicySet) -> dict | None:
+    raw = get_path(obj, ("metadata", "annotations", policy.keys.applied))
+    if not isinstance(raw, str):
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def check(ctx: Context, concern_order: tuple[str, ...]) -> None:
+    """Report what re-running the mutations on the received object had to inject again."""
+    missing = [(pointer(i.location), i.concern) for i in ctx.injections]
+    if not missing:
+        return
+    applied = read_applied(ctx.workload.obj, ctx.policy)
+    order = {c: i for i, c in enumerate(concern_order)}
+    concerns = sorted({c for _, c in missing}, key=lambda c: order.get(c, len(order)))
+    if applied is None:
+        ctx.report(NOT_MUTATED, "metadata.annotations",
+                   f"trainadmit's mutating webhook did not process this object (it would set: {', '.join(concerns)})",
+                   "check that the trainadmit MutatingWebhookConfiguration is installed and its service is up")
+        return
+    if applied.get("generation") != ctx.policy.generation:
+        return  # the policy changed between the two webhook calls: the rules below still apply
+    gang_lost = [p for p, c in missing if c == "gang"]
+    backend = ctx.gang_backend
+    if gang_lost and backend:
+        what, why = _GANG_LOSS.get(backend, (", ".join(gang_lost), "something removed it"))
+        ctx.report(MEMBERSHIP_LOST, gang_lost[0],
+                   f"the {backend} gang membership trainadmit injected ({what}) is not in the object the apiserver "
+                   f"is about to store: {why}; the Job would start without a gang",
+                   "enable the feature gates or change Platform.spec.gang.backend to one the cluster supports")
+    other = [p for p, c in missing if c != "gang"]
+    if other:
+        ctx.report(INJECTION_LOST, other[0],
+                   f"fields trainadmit injected are missing in the final object ({', '.join(other[:5])}"
+                   f"{', …' if len(other) > 5 else ''}); another webhook or the apiserver removed them", "")

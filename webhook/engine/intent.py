@@ -1,0 +1,165 @@
+"""Read a training user's intent keys and resolve them against the policy set.
+
+Intent is what the user wrote (``trainadmit.io/pool: h100-ib``); resolution is what the platform
+means by it (the pool object, its topology level, the priority tier). Unknown names become
+violations here, with the list of names the policy does know, so a typo gets a useful answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..policy import PolicySet
+from ..policy.models import Action, CheckpointClassSpec, DatasetSpec, PoolSpec, PriorityTierSpec, TopologyLevel
+from .concern import Concern, RuleId, rule
+from .workloads import Workload, pod_resource_total
+
+MIG_PREFIX = "nvidia.com/mig-"
+
+INVALID = rule("intent.invalid", Action.deny, "an intent value of the wrong form (gang not \"true\"/\"false\")")
+UNKNOWN_POOL = rule("intent.unknown-pool", Action.deny, "the pool label names no Pool of the policy")
+UNKNOWN_TOPOLOGY = rule("intent.unknown-topology", Action.deny, "the topology annotation names no level of the pool")
+UNKNOWN_DATASET = rule("intent.unknown-dataset", Action.deny, "the datasets annotation names no Dataset")
+UNKNOWN_CHECKPOINT = rule("intent.unknown-checkpoint", Action.deny,
+                          "the checkpoint annotation names no CheckpointClass")
+UNKNOWN_PRIORITY = rule("intent.unknown-priority", Action.deny, "the priority annotation names no PriorityTier")
+CONCERN = Concern("intent", rules=(INVALID, UNKNOWN_POOL, UNKNOWN_TOPOLOGY, UNKNOWN_DATASET, UNKNOWN_CHECKPOINT,
+                                   UNKNOWN_PRIORITY))
+
+Report = Callable[[RuleId, str, str, str], None]
+
+
+@dataclass
+class Resolved:
+    """The resolved intent of one workload; fields are None when not applicable or unresolvable."""
+
+    gpu_resources: list[str] = field(default_factory=list)
+    gpu_resource: str | None = None
+    gpus_per_pod: int = 0
+    pods: int = 1
+    pool_name: str | None = None
+    pool: PoolSpec | None = None
+    pool_explicit: bool = False
+    gang: bool = False
+    gang_explicit: bool = False
+    level_name: str | None = None
+    level: TopologyLevel | None = None
+    level_explicit: bool = False
+    datasets: list[tuple[str, DatasetSpec]] = field(default_factory=list)
+    checkpoint: tuple[str, CheckpointClassSpec] | None = None
+    tier: tuple[str, PriorityTierSpec] | None = None
+    queue: str | None = None
+    queue_explicit: bool = False
+
+    @property
+    def total_gpus(self) -> int:
+        return self.gpus_per_pod * self.pods
+
+
+def gpu_resources_of(workload: Workload, policy: PolicySet) -> list[str]:
+    """GPU resource names any container of the workload asks for, in a stable order."""
+    gpu = policy.gpu_resources
+    return [n for n in workload.resource_names if n in gpu or n.startswith(MIG_PREFIX)]
+
+
+def has_intent(workload: Workload, policy: PolicySet) -> bool:
+    prefix = policy.platform.intentPrefix + "/"
+    applied = policy.keys.applied
+    return any(k.startswith(prefix) and k != applied for k in (*workload.labels, *workload.annotations))
+
+
+def resolve(workload: Workload, policy: PolicySet, gpu_resources: list[str], report: Report) -> Resolved:
+    """Resolve intent; ``report(rule, path, message, hint)`` records each problem."""
+    keys = policy.keys
+    labels, annotations = workload.labels, workload.annotations
+    out = Resolved()
+    out.gpu_resources = gpu_resources
+    out.gpu_resource = out.gpu_resources[0] if out.gpu_resources else None
+    out.pods = workload.parallelism
+    if out.gpu_resource:
+        out.gpus_per_pod = pod_resource_total(workload, out.gpu_resource)
+
+    # pool (label)
+    pool_value = labels.get(keys.pool)
+    if pool_value is not None:
+        out.pool_explicit = True
+        if pool_value in policy.pools:
+            out.pool_name = pool_value
+        else:
+            report(UNKNOWN_POOL, f'metadata.labels["{keys.pool}"]',
+                   f"pool {pool_value!r} is not defined by the platform policy",
+                   f"use one of: {', '.join(sorted(policy.pools)) or '(none defined)'}")
+    elif out.gpu_resource:
+        out.pool_name = policy.default_pools.get(out.gpu_resource)
+    out.pool = policy.pools.get(out.pool_name) if out.pool_name else None
+
+    # gang (annotation)
+    gang_value = annotations.get(keys.gang)
+    if gang_value is not None:
+        out.gang_explicit = True
+        if gang_value in ("true", "false"):
+            out.gang = gang_value == "true"
+        else:
+            report(INVALID, f'metadata.annotations["{keys.gang}"]',
+                   f"must be \"true\" or \"false\", got {gang_value!r}", f'set {keys.gang}: "true" or "false"')
+    if not out.gang_explicit:
+        out.gang = workload.is_job and out.pods > 1 and out.gpus_per_pod > 0
+
+    # topology level (annotation)
+    level_value = annotations.get(keys.topology)
+    if out.pool is not None:
+        topo = out.pool.topology
+        if level_value is not None:
+            out.level_explicit = True
+            if level_value != "any" and topo.level(level_value) is None:
+                names = [lv.name for lv in topo.levels] + ["any"]
+                report(UNKNOWN_TOPOLOGY, f'metadata.annotations["{keys.topology}"]',
+                       f"pool {out.pool_name} has no topology level {level_value!r}",
+                       f"use one of: {', '.join(names)}")
+                level_value = None
+        chosen = level_value if level_value is not None else topo.default
+        out.level_name = chosen
+        out.level = topo.level(chosen) if chosen != "any" else None
+
+    # datasets (annotation, comma list)
+    ds_value = annotations.get(keys.datasets)
+    if ds_value is not None:
+        for name in (n.strip() for n in str(ds_value).split(",")):
+            if not name:
+                continue
+            spec = policy.datasets.get(name)
+            if spec is None:
+                report(UNKNOWN_DATASET, f'metadata.annotations["{keys.datasets}"]',
+                       f"dataset {name!r} is not defined by the platform policy",
+                       f"use one of: {', '.join(sorted(policy.datasets)) or '(none defined)'}")
+            elif all(n != name for n, _ in out.datasets):
+                out.datasets.append((name, spec))
+
+    # checkpoint class (annotation)
+    ck_value = annotations.get(keys.checkpoint, policy.platform.defaults.checkpoint)
+    if ck_value != "none":
+        spec = policy.checkpoints.get(ck_value)
+        if spec is None:
+            report(UNKNOWN_CHECKPOINT, f'metadata.annotations["{keys.checkpoint}"]',
+                   f"checkpoint class {ck_value!r} is not defined by the platform policy",
+                   f"use one of: {', '.join([*sorted(policy.checkpoints), 'none'])}")
+        else:
+            out.checkpoint = (ck_value, spec)
+
+    # priority tier (annotation)
+    tier_value = annotations.get(keys.priority, policy.platform.defaults.priority)
+    if tier_value is not None:
+        spec = policy.tiers.get(tier_value)
+        if spec is None:
+            report(UNKNOWN_PRIORITY, f'metadata.annotations["{keys.priority}"]',
+                   f"priority tier {tier_value!r} is not defined by the platform policy",
+                   f"use one of: {', '.join(sorted(policy.tiers)) or '(none defined)'}")
+        else:
+            out.tier = (tier_value, spec)
+
+    # queue (label)
+    queue_value = labels.get(keys.queue)
+    out.queue_explicit = queue_value is not None
+    out.queue = queue_value if queue_value is not None else policy.platform.gang.queue
+    return out

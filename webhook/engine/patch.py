@@ -1,0 +1,167 @@
+"""Build an RFC 6902 JSON patch while applying it, copy-on-write.
+
+Mutations call ``set``/``append`` on a Patcher instead of editing dicts. Each call both records
+the operation and applies it to a working document, so the mutated object is, by construction,
+the result of applying the patch, and the operations always target paths that exist at that
+point of the patch (the apiserver's json-patch library rejects an ``add`` under a missing parent).
+Containers are copied only along the paths that change, so the caller's object is never modified
+and untouched subtrees are shared: that keeps a decision cheap on large Jobs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .paths import Path, get_path, pointer
+
+
+def _build(rest: Path, value: Any) -> Any:
+    """Nested maps for the missing tail of a path, with ``value`` at the end."""
+    for key in reversed(rest):
+        value = {key: value}
+    return value
+
+
+class Patcher:
+    def __init__(self, obj: dict):
+        self.doc: dict = dict(obj)
+        self._owned: set[int] = {id(self.doc)}
+        # path -> the container we own at that path; saves walking from the root on every write
+        self._containers: dict[Path, Any] = {(): self.doc}
+        self.ops: list[dict] = []
+
+    # ---- reading ------------------------------------------------------------------------------
+    def get(self, path: Path, default: Any = None) -> Any:
+        parent = self._containers.get(path[:-1]) if path else None
+        if parent is not None:  # a container we already hold: one look-up instead of a walk
+            last = path[-1]
+            if type(parent) is dict:
+                value = parent.get(last)
+            elif type(last) is int and last < len(parent):
+                value = parent[last]
+            else:
+                value = None
+            return default if value is None else value
+        return get_path(self.doc, path, default)
+
+    # ---- writing ------------------------------------------------------------------------------
+    def _own(self, parent: Any, key: str | int) -> Any:
+        child = parent[key]
+        if id(child) in self._owned:
+            return child
+        if isinstance(child, dict):
+            child = dict(child)
+        elif isinstance(child, list):
+            child = list(child)
+        else:
+            return child
+        parent[key] = child
+        self._owned.add(id(child))
+        return child
+
+    def _record(self, op: str, path: Path, value: Any) -> None:
+        self.ops.append({"op": op, "path": pointer(path), "value": value})
+
+    def set(self, path: Path, value: Any) -> bool:
+        """Make ``path`` hold ``value``, creating missing maps. Returns True when something changed."""
+        parent_path = path[:-1]
+        cur = self._containers.get(parent_path)
+        if cur is not None:
+            return self._set_in(cur, path, value)
+        # start from the deepest container already held (every write along a path caches its steps)
+        start = len(parent_path) - 1
+        while start > 0 and parent_path[:start] not in self._containers:
+            start -= 1
+        cur = self._containers[parent_path[:start]]
+        for depth in range(start, len(parent_path)):
+            part = parent_path[depth]
+            nxt = cur.get(part) if isinstance(cur, dict) else (cur[part] if isinstance(cur, list) and
+                                                                 isinstance(part, int) and part < len(cur) else None)
+            if nxt is None:
+                if not isinstance(cur, dict):
+                    raise TypeError(f"cannot set {pointer(path)}: {pointer(path[:depth])} is not a map")
+                nested = _build(path[depth + 1:], value)
+                self._record("add", path[: depth + 1], nested)
+                cur[part] = _deep_owned(nested, self._owned)
+                return True
+            if not isinstance(nxt, dict | list):
+                raise TypeError(f"cannot set {pointer(path)}: {pointer(path[:depth + 1])} is not a map or list")
+            cur = self._own(cur, part)
+            self._containers[parent_path[: depth + 1]] = cur
+        return self._set_in(cur, path, value)
+
+    def _set_in(self, cur: Any, path: Path, value: Any) -> bool:
+        last = path[-1]
+        if isinstance(cur, dict):
+            existing = cur.get(last)
+            if last in cur and existing == value:
+                return False
+            # RFC 6902 "add" on an existing member replaces it; "replace" states the intent clearly.
+            self._record("replace" if existing is not None else "add", path, value)
+            cur[last] = _deep_owned(value, self._owned)
+            if type(existing) in (dict, list):
+                self._forget(path)
+            return True
+        if isinstance(cur, list) and isinstance(last, int) and last < len(cur):
+            if cur[last] == value:
+                return False
+            old = cur[last]
+            self._record("replace", path, value)
+            cur[last] = _deep_owned(value, self._owned)
+            if type(old) in (dict, list):
+                self._forget(path)
+            return True
+        raise TypeError(f"cannot set {pointer(path)}")
+
+    def _forget(self, path: Path) -> None:
+        """Drop cached containers at or under a path whose value was just replaced."""
+        n = len(path)
+        for key in [k for k in self._containers if len(k) >= n and k[:n] == path]:
+            del self._containers[key]
+
+    def extend(self, list_path: Path, values: list) -> None:
+        """Append several items: one operation when the list is created, one per item otherwise."""
+        if not values:
+            return
+        if not isinstance(self.get(list_path), list):
+            self.set(list_path, list(values))
+            return
+        for value in values:
+            self.append(list_path, value)
+
+    def append(self, list_path: Path, value: Any) -> None:
+        """Append to a list, creating it when it is missing or null."""
+        current = self.get(list_path)
+        if not isinstance(current, list):
+            self.set(list_path, [value])
+            return
+        parent = self._walk_owned(list_path)
+        self.ops.append({"op": "add", "path": pointer(list_path) + "/-", "value": value})
+        parent.append(_deep_owned(value, self._owned))
+
+    def _walk_owned(self, path: Path) -> Any:
+        cur = self._containers.get(path)
+        if cur is not None:
+            return cur
+        start = len(path) - 1
+        while start > 0 and path[:start] not in self._containers:
+            start -= 1
+        cur = self._containers[path[:start]]
+        for depth in range(start, len(path)):
+            cur = self._own(cur, path[depth])
+            self._containers[path[: depth + 1]] = cur
+        return cur
+
+
+def _deep_owned(value: Any, owned: set[int]) -> Any:
+    """Copy a value we insert, so that later edits of the document never reach into the recorded
+    operation (or into caller or policy data); the copies are ours to edit in place."""
+    cls = type(value)
+    if cls is dict:
+        out: Any = {k: (_deep_owned(v, owned) if type(v) in (dict, list) else v) for k, v in value.items()}
+    elif cls is list:
+        out = [(_deep_owned(v, owned) if type(v) in (dict, list) else v) for v in value]
+    else:
+        return value
+    owned.add(id(out))
+    return out

@@ -1,0 +1,132 @@
+"""Structural checks of the fields the engine reads or writes, before any mutation.
+
+The apiserver only sends well-typed objects, but `check` reads hand-written YAML and the server
+must survive fuzzed input. A wrong type (``env: {A: 1}``) becomes a denial that names the field,
+instead of an exception in the middle of a mutation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..policy.models import Action
+from .concern import Concern, rule
+from .workloads import Workload
+
+MALFORMED = rule("object.malformed", Action.deny, "a field trainadmit reads or writes has the wrong type")
+CONCERN = Concern("object", rules=(MALFORMED,))
+
+
+def _type_name(value: Any) -> str:
+    return {dict: "a map", list: "a list", str: "a string", bool: "a boolean", int: "a number",
+            float: "a number"}.get(type(value), "null" if value is None else type(value).__name__)
+
+
+class _Checker:
+    def __init__(self) -> None:
+        self.problems: list[tuple[str, str]] = []
+
+    def expect(self, value: Any, kind: type | tuple, path: str, what: str) -> bool:
+        if value is None:
+            return False
+        if isinstance(value, bool) and kind is int:
+            ok = False
+        else:
+            ok = isinstance(value, kind)
+        if not ok:
+            self.problems.append((path, f"must be {what}, got {_type_name(value)}"))
+        return ok
+
+    def string_map(self, value: Any, path: str) -> None:
+        if self.expect(value, dict, path, "a map of strings"):
+            for k, v in value.items():
+                if not isinstance(v, str):
+                    self.problems.append((f'{path}["{k}"]', f"must be a string, got {_type_name(v)}"))
+
+    def list_of_maps(self, value: Any, path: str) -> list[tuple[int, dict]]:
+        out = []
+        if self.expect(value, list, path, "a list"):
+            for i, item in enumerate(value):
+                if self.expect(item, dict, f"{path}[{i}]", "a map") or item is None:
+                    if isinstance(item, dict):
+                        out.append((i, item))
+                    else:
+                        self.problems.append((f"{path}[{i}]", "must be a map, got null"))
+        return out
+
+    def meta(self, value: Any, path: str) -> None:
+        if self.expect(value, dict, path, "a map"):
+            for key in ("labels", "annotations"):
+                if value.get(key) is not None:
+                    self.string_map(value[key], f"{path}.{key}")
+            for key in ("name", "generateName", "namespace"):
+                if value.get(key) is not None:
+                    self.expect(value[key], str, f"{path}.{key}", "a string")
+
+    def container(self, c: dict, path: str) -> None:
+        if c.get("name") is not None:
+            self.expect(c["name"], str, f"{path}.name", "a string")
+        res = c.get("resources")
+        if self.expect(res, dict, f"{path}.resources", "a map"):
+            for section in ("limits", "requests"):
+                if res.get(section) is not None and self.expect(res[section], dict, f"{path}.resources.{section}",
+                                                                "a map"):
+                    for k, v in res[section].items():
+                        if not isinstance(v, str | int | float) or isinstance(v, bool):
+                            self.problems.append((f'{path}.resources.{section}["{k}"]',
+                                                  f"must be a quantity, got {_type_name(v)}"))
+        for i, env in self.list_of_maps(c.get("env"), f"{path}.env"):
+            self.expect(env.get("name"), str, f"{path}.env[{i}].name", "a string")
+            if env.get("value") is not None:
+                self.expect(env["value"], str, f"{path}.env[{i}].value", "a string")
+        for i, m in self.list_of_maps(c.get("volumeMounts"), f"{path}.volumeMounts"):
+            self.expect(m.get("mountPath"), str, f"{path}.volumeMounts[{i}].mountPath", "a string")
+            self.expect(m.get("name"), str, f"{path}.volumeMounts[{i}].name", "a string")
+        sc = c.get("securityContext")
+        if self.expect(sc, dict, f"{path}.securityContext", "a map"):
+            caps = sc.get("capabilities")
+            if self.expect(caps, dict, f"{path}.securityContext.capabilities", "a map"):
+                add = caps.get("add")
+                if self.expect(add, list, f"{path}.securityContext.capabilities.add", "a list"):
+                    for i, cap in enumerate(add):
+                        self.expect(cap, str, f"{path}.securityContext.capabilities.add[{i}]", "a string")
+
+    def pod_spec(self, spec: Any, path: str) -> None:
+        if not self.expect(spec, dict, path, "a map"):
+            return
+        for group in ("containers", "initContainers"):
+            for i, c in self.list_of_maps(spec.get(group), f"{path}.{group}"):
+                self.container(c, f"{path}.{group}[{i}]")
+        for i, v in self.list_of_maps(spec.get("volumes"), f"{path}.volumes"):
+            self.expect(v.get("name"), str, f"{path}.volumes[{i}].name", "a string")
+        self.list_of_maps(spec.get("tolerations"), f"{path}.tolerations")
+        if spec.get("nodeSelector") is not None:
+            self.string_map(spec["nodeSelector"], f"{path}.nodeSelector")
+        self.expect(spec.get("affinity"), dict, f"{path}.affinity", "a map")
+        for key in ("schedulerName", "priorityClassName"):
+            if spec.get(key) is not None:
+                self.expect(spec[key], str, f"{path}.{key}", "a string")
+
+
+def shape_problems(workload: Workload) -> list[tuple[str, str]]:
+    """(field path, problem) for every field of the wrong type that trainadmit would read or write."""
+    obj = workload.obj
+    c = _Checker()
+    c.meta(obj.get("metadata"), "metadata")
+    if workload.is_job:
+        spec = obj.get("spec")
+        if spec is None:
+            c.problems.append(("spec", "a Job needs a spec"))
+        elif c.expect(spec, dict, "spec", "a map"):
+            for key in ("parallelism", "completions"):
+                c.expect(spec.get(key), int, f"spec.{key}", "a whole number")
+            c.expect(spec.get("completionMode"), str, "spec.completionMode", "a string")
+            c.expect(spec.get("suspend"), bool, "spec.suspend", "a boolean")
+            template = spec.get("template")
+            if c.expect(template, dict, "spec.template", "a map"):
+                if template.get("metadata") is not None:
+                    c.meta(template["metadata"], "spec.template.metadata")
+                c.pod_spec(template.get("spec"), "spec.template.spec")
+    else:
+        c.pod_spec(obj.get("spec"), "spec")
+    return c.problems

@@ -1,0 +1,150 @@
+"""Live state of a server process: the current policy set and TLS context, reloaded on change.
+
+Both follow the same rule: the new version is loaded and checked completely before it replaces the
+old one, and a version that fails to load leaves the old one serving and says so in the log and in
+metrics. Kubernetes swaps ConfigMap and Secret mounts through a ``..data`` symlink, so change
+detection looks at the resolved files' identity and size, not at the directory's mtime.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+import ssl
+import sys
+import threading
+import time
+from pathlib import Path
+
+from cryptography import x509
+
+from ..engine import load_policy
+from ..policy import PolicyError, PolicySet
+from ..policy.loader import policy_files
+
+log = logging.getLogger("trainadmit")
+
+
+def emit(event: str, **fields) -> None:
+    """One structured JSON log line."""
+    record = {"ts": dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"), "event": event, **fields}
+    sys.stderr.write(json.dumps(record, separators=(",", ":"), default=str) + "\n")
+    sys.stderr.flush()
+
+
+def _fingerprint(paths: list[Path]) -> tuple:
+    out = []
+    for p in paths:
+        try:
+            st = os.stat(p)  # follows symlinks: a ..data swap changes inode and mtime
+            out.append((str(p), st.st_ino, st.st_mtime_ns, st.st_size))
+        except OSError:
+            out.append((str(p), None))
+    return tuple(out)
+
+
+class PolicyStore:
+    """Holds the current PolicySet; ``poll()`` swaps in a changed directory once it loads cleanly."""
+
+    def __init__(self, directory: str | Path):
+        self.directory = Path(directory)
+        self.current: PolicySet | None = None
+        self.last_error: str | None = None
+        self._fp: tuple | None = None
+        self._lock = threading.Lock()
+
+    def _files_fingerprint(self) -> tuple:
+        try:
+            files = policy_files(self.directory)
+        except OSError:
+            files = []
+        return (str(self.directory.resolve()) if self.directory.exists() else None, _fingerprint(files))
+
+    def poll(self) -> bool:
+        """Reload when the files changed; True when a new generation was swapped in."""
+        from . import metrics
+
+        with self._lock:
+            fp = self._files_fingerprint()
+            if fp == self._fp:
+                return False
+            self._fp = fp
+            try:
+                policy = load_policy(self.directory)
+            except (PolicyError, OSError, UnicodeDecodeError) as exc:
+                self.last_error = str(exc)
+                metrics.POLICY_RELOAD_FAILURES.inc()
+                emit("policy_reload_failed", directory=str(self.directory), error=str(exc),
+                     keeping=self.current.generation if self.current else None)
+                return False
+            if self.current is not None and policy.generation == self.current.generation:
+                return False
+            previous = self.current
+            self.current = policy
+            self.last_error = None
+            metrics.POLICY_RELOADS.inc()
+            if previous is not None:
+                metrics.POLICY_GENERATION.labels(previous.generation).set(0)
+            metrics.POLICY_GENERATION.labels(policy.generation).set(1)
+            emit("policy_loaded", generation=policy.generation,
+                 previous=previous.generation if previous else None, pools=sorted(policy.pools))
+            return True
+
+
+class CertStore:
+    """Builds the server's SSLContext from tls.crt/tls.key and rebuilds it when they change.
+
+    gunicorn asks for a context for every new connection (``ssl_context`` hook), so a rotated
+    certificate is served from the next handshake on, with no restart and no dropped connection.
+    """
+
+    def __init__(self, cert_file: str | Path, key_file: str | Path, check_every: float = 1.0):
+        self.cert_file, self.key_file = Path(cert_file), Path(key_file)
+        self.check_every = check_every
+        self._context: ssl.SSLContext | None = None
+        self._fp: tuple | None = None
+        self._checked = 0.0
+        self.not_after: dt.datetime | None = None
+        self._lock = threading.Lock()
+
+    def _build(self) -> ssl.SSLContext:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.load_cert_chain(self.cert_file, self.key_file)
+        context.set_alpn_protocols(["http/1.1"])
+        return context
+
+    def context(self) -> ssl.SSLContext:
+        now = time.monotonic()
+        if self._context is not None and now - self._checked < self.check_every:
+            return self._context
+        with self._lock:
+            self._checked = now
+            fp = _fingerprint([self.cert_file, self.key_file])
+            if fp != self._fp or self._context is None:
+                try:
+                    context = self._build()
+                    cert = x509.load_pem_x509_certificates(self.cert_file.read_bytes())[0]
+                except (OSError, ssl.SSLError, ValueError) as exc:
+                    # a half-written pair (cert and key from different issues) keeps the old context
+                    emit("certificate_reload_failed", error=str(exc))
+                    if self._context is None:
+                        raise
+                    return self._context
+                from . import metrics
+
+                self._context, self._fp = context, fp
+                self.not_after = cert.not_valid_after_utc
+                metrics.CERT_RELOADS.inc()
+                metrics.CERT_EXPIRY.set(self.not_after.timestamp())
+                emit("certificate_loaded", subject=cert.subject.rfc4514_string(), not_after=self.not_after)
+        return self._context
+
+    def valid(self) -> bool:
+        try:
+            self.context()
+        except (OSError, ssl.SSLError, ValueError):
+            return False
+        return self.not_after is not None and self.not_after > dt.datetime.now(dt.UTC)
