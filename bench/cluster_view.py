@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from trainadmit.cluster.live import LiveCluster
-from trainadmit.engine import load_policy as load_policy_dir
+from trainadmit.engine import load_policy
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -34,7 +34,7 @@ def build(n: int) -> LiveCluster:
 
 
 def main() -> None:
-    policy = load_policy_dir(ROOT / "policies")
+    policy = load_policy(ROOT / "policies")
     pool = policy.pools["h100-ib"]
     rack, zone = pool.topology.level("rack"), pool.topology.level("zone")
     results = {}

@@ -17,8 +17,7 @@ import statistics
 import time
 from pathlib import Path
 
-from trainadmit.engine import Request, decide
-from trainadmit.engine import load_policy as load_policy_dir
+from trainadmit.engine import Request, decide, load_policy
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -99,14 +98,14 @@ def builtin_only_policy():
     for f in (ROOT / "policies").glob("*.yaml"):
         if f.name != "rules.yaml":
             shutil.copy(f, tmp / f.name)
-    return load_policy_dir(tmp)
+    return load_policy(tmp)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=4.0, help="time per case")
     args = parser.parse_args()
-    policies = (("built-in rules", builtin_only_policy()), ("+ 2 CEL rules", load_policy_dir(ROOT / "policies")))
+    policies = (("built-in rules", builtin_only_policy()), ("+ 2 CEL rules", load_policy(ROOT / "policies")))
     print(f"{'case':<28}{'policy':<16}{'bytes':>7}{'baseline µs':>13}{'decision µs':>13}{'decisions/s':>13}{'ratio':>8}")
     for label, containers in (("16 workers, 1 container", 1), ("16 workers, 16 containers", 16)):
         raw = body(job(containers))

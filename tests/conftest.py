@@ -1,10 +1,10 @@
-"""Shared test helpers: the real fixtures, the real policies, the official 1.37 schemas."""
+"""Shared test helpers: the real fixtures (copied into tests/fixtures/, see SOURCES.md there), the
+real policies, the official 1.37 schemas. Nothing here reads outside the project."""
 
 from __future__ import annotations
 
 import copy
 import json
-import os
 from functools import cache
 from pathlib import Path
 
@@ -15,38 +15,36 @@ import pytest
 import yaml
 from referencing import Registry, Resource
 
-from trainadmit.engine import load_policy as load_policy_dir
+from trainadmit.engine import load_policy
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _find_shared() -> Path:
-    """shared/ (fixtures and references) sits beside the checkout; a clone elsewhere can name it."""
-    candidates = [os.environ.get("TRAINADMIT_SHARED"), ROOT.parent / "shared", "/work/shared"]
-    for candidate in candidates:
-        if candidate and (Path(candidate) / "fixtures").is_dir():
-            return Path(candidate)
-    raise RuntimeError("shared/fixtures not found: set TRAINADMIT_SHARED to the shared/ directory")
-
-
-SHARED = _find_shared()
-FIXTURES = SHARED / "fixtures"
+FIXTURES = ROOT / "tests" / "fixtures"
 POLICIES = ROOT / "policies"
 EXAMPLES = ROOT / "examples"
 K8S_VERSION = "1.37.0"
 
 
-def pytest_report_header(config):
-    return f"fixtures: {FIXTURES} ({'found' if FIXTURES.is_dir() else 'MISSING'})"
+@pytest.fixture(scope="session")
+def policy():
+    return load_policy(POLICIES)
 
 
 @pytest.fixture(scope="session")
-def policy():
-    return load_policy_dir(POLICIES)
+def server(tmp_path_factory):
+    """One real server process for the whole session (bundled policies, real certificates, the
+    no-op endpoint on): the HTTPS tests share it, as the apiserver shares its connections."""
+    from server_util import Server, issue_certs
+
+    srv = Server(POLICIES, issue_certs(tmp_path_factory.mktemp("server-certs")), extra=["--enable-noop"])
+    srv.wait_ready()
+    yield srv
+    assert srv.stop() == 0, "graceful shutdown must exit cleanly"
 
 
 def load_yaml(path: Path) -> list[dict]:
-    return [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+    return [d for d in yaml.load_all(path.read_text(), Loader=yaml.CSafeLoader) if d is not None]
 
 
 def review(name: str) -> dict:
@@ -116,7 +114,7 @@ BACKENDS = {
 @pytest.fixture(scope="session", params=sorted(BACKENDS))
 def backend_policy(request, tmp_path_factory):
     directory = write_policy(tmp_path_factory.mktemp(request.param), BACKENDS[request.param])
-    return request.param, load_policy_dir(directory)
+    return request.param, load_policy(directory)
 
 
 def flatten(obj, prefix="") -> dict[str, object]:

@@ -52,7 +52,7 @@ class ListWatchServer:
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.port = self.httpd.server_address[1]
-        Thread(target=self.httpd.serve_forever, daemon=True).start()
+        Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
 
     def core(self):
         from kubernetes import client

@@ -21,6 +21,20 @@ from trainadmit.certs import pki
 SERVICE = "trainadmit.trainadmit-system.svc"
 
 
+def wait_until(probe, timeout: float = 10.0, message: str = "condition not met", interval: float = 0.02):
+    """Call ``probe`` until it returns something truthy (returned) or the time is up (AssertionError).
+    Tests wait this way, never with fixed sleeps: fast when the server is fast, patient when the
+    machine is loaded."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(message)
+        time.sleep(interval)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -90,6 +104,7 @@ class Server:
                  log: Path | None = None, env_extra: dict | None = None):
         self.port = free_port()
         self.cert_dir = cert_dir
+        self._clients: list[Client] = []
         self.log = log or cert_dir / "server.log"
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         env.pop("PROMETHEUS_MULTIPROC_DIR", None)
@@ -103,7 +118,9 @@ class Server:
             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=self._log_file)
 
     def client(self, **kw) -> Client:
-        return Client(self.port, self.cert_dir / "ca.crt", **kw)
+        client = Client(self.port, self.cert_dir / "ca.crt", **kw)
+        self._clients.append(client)
+        return client
 
     def wait_ready(self, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
@@ -118,10 +135,14 @@ class Server:
                 last = status
             except OSError as exc:
                 last = exc
-            time.sleep(0.2)
+            time.sleep(0.05)
         raise RuntimeError(f"server not ready: {last}")
 
     def stop(self) -> int:
+        """SIGTERM and wait. Our idle keep-alive connections are closed first: a graceful shutdown
+        waits for open connections, and the tests' own must not be what it waits for."""
+        for client in self._clients:
+            client.close()
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -130,6 +151,30 @@ class Server:
                 self.proc.kill()
                 self.proc.wait()
         return self.proc.returncode
+
+    def served_certificate(self):
+        """The certificate a new TLS connection is served (no verification: rotation tests look at it)."""
+        from cryptography import x509
+
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        with socket.create_connection(("127.0.0.1", self.port), timeout=5) as raw, \
+                ctx.wrap_socket(raw, server_hostname=SERVICE) as tls:
+            return x509.load_der_x509_certificate(tls.getpeercert(binary_form=True))
+
+    def accepting(self) -> bool:
+        """Whether the server still accepts new TCP connections."""
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                return True
+        except OSError:
+            return False
+
+    def wait_log(self, predicate, timeout: float = 10.0) -> list[dict]:
+        """Poll the server's log until a structured line satisfies ``predicate``; all such lines."""
+        return wait_until(lambda: [x for x in self.log_lines() if predicate(x)], timeout,
+                          f"no log line matched within {timeout}s")
 
     def log_lines(self) -> list[dict]:
         out = []

@@ -1,4 +1,5 @@
-"""`trainadmit check` as CI runs it: a real process, real files, exit codes 0 / 1 / 2."""
+"""`trainadmit check` as CI runs it: real files, exit codes 0 / 1 / 2 (one test starts the real
+program; the others run the same command line in-process)."""
 
 from __future__ import annotations
 
@@ -8,19 +9,21 @@ import sys
 
 import yaml
 from conftest import EXAMPLES, FIXTURES, POLICIES, ROOT, apply_patch, load_yaml
-from helpers import job
+from helpers import job, run_cli
+
+trainadmit = run_cli
 
 
-def trainadmit(*args, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "trainadmit.cli", *args], input=stdin, capture_output=True,
-                          text=True, cwd=ROOT, timeout=120)
+def program(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "trainadmit.cli", *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=120)
 
 
 def test_admitted_file_exits_0_and_denied_exits_1():
-    ok = trainadmit("check", str(EXAMPLES / "llama-pretrain.yaml"))
+    ok = program("check", str(EXAMPLES / "llama-pretrain.yaml"))
     assert ok.returncode == 0, ok.stderr
     assert "ADMITTED" in ok.stdout and "1 admitted, 0 denied" in ok.stdout
-    bad = trainadmit("check", str(EXAMPLES / "denied-partial-nodes.yaml"))
+    bad = program("check", str(EXAMPLES / "denied-partial-nodes.yaml"))
     assert bad.returncode == 1
     assert "[topology.whole-node]" in bad.stdout and "fix: set nvidia.com/gpu: 8 and 3 workers" in bad.stdout
 

@@ -83,9 +83,9 @@ def _node(name, pool, rack):
                        max_size=80))
 def test_incremental_indices_equal_a_fresh_count(events):
     """Whatever the event order, the counters kept in place equal a count from scratch."""
-    from trainadmit.engine import load_policy as load_policy_dir
+    from trainadmit.engine import load_policy
 
-    policy = load_policy_dir(POLICIES)
+    policy = load_policy(POLICIES)
     pool, rack = policy.pools["h100-ib"], policy.pools["h100-ib"].topology.level("rack")
     view = LiveCluster(core=None, log=lambda m: None)
     view.synced.set()

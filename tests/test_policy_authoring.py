@@ -4,23 +4,19 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 
 import pytest
 import yaml
 from conftest import EXAMPLES, POLICIES, ROOT, deep, load_yaml, review, write_policy
-from helpers import job
+from helpers import job, run_cli
 
 from trainadmit.authoring.lint import lint
-from trainadmit.engine import Request, decide
-from trainadmit.engine import load_policy as load_policy_dir
+from trainadmit.engine import Request, decide, load_policy
 from trainadmit.grammars.cel import CelError, compile_expression, comprehension_depth
 
 
-def cli(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "trainadmit.cli", *args], capture_output=True, text=True, cwd=ROOT,
-                          timeout=120)
+def cli(*args):
+    return run_cli(*args)
 
 
 def with_extra(tmp_path, docs: list[dict], platform: dict | None = None):
@@ -212,7 +208,7 @@ def test_custom_rules_in_the_engine(tmp_path):
         _rule("errors", "object.metadata.labels.owner == 'x'", action="warn"),
         _rule("no-scale-up", "object.spec.parallelism <= oldObject.spec.parallelism", operations=["UPDATE"]),
     ]
-    policy = load_policy_dir(with_extra(tmp_path, rules))
+    policy = load_policy(with_extra(tmp_path, rules))
     d = decide(policy, Request(job(workers=4)))
     by_rule = {v.rule: v for v in d.violations}
     assert by_rule["custom.max-workers"].message == "max-workers failed" and not d.allowed
@@ -298,11 +294,11 @@ def test_managed_fields_are_passed_to_cel_only_when_a_rule_names_them(tmp_path):
     obj = review("job-03-mutate-Job-CREATE.json")["request"]["object"]
     assert obj["metadata"]["managedFields"]
     rules = [_rule("sees-managed", "has(object.metadata.managedFields)")]
-    policy = load_policy_dir(with_extra(tmp_path, rules))
+    policy = load_policy(with_extra(tmp_path, rules))
     d = decide(policy, Request(deep(obj), namespace="team-nlp"))
     assert "custom.sees-managed" not in {v.rule for v in d.violations}  # the rule names them: passed
     assert _without_managed_fields(obj, policy.compiled_rules) is obj
-    plain = load_policy_dir(with_extra(tmp_path / "b", [_rule("name", "object.metadata.name != ''")]))
+    plain = load_policy(with_extra(tmp_path / "b", [_rule("name", "object.metadata.name != ''")]))
     slim = _without_managed_fields(obj, plain.compiled_rules)
     assert "managedFields" not in slim["metadata"] and obj["metadata"]["managedFields"]
     assert {k: v for k, v in slim["metadata"].items()} == {k: v for k, v in obj["metadata"].items()
@@ -314,7 +310,7 @@ def test_rule_variables_as_in_validating_admission_policy(tmp_path):
                  params={"prefix": "train"},
                  variables=[{"name": "names", "expression": "object.spec.template.spec.containers.map(c, c.name)"},
                             {"name": "count", "expression": "size(variables.names)"}])
-    policy = load_policy_dir(with_extra(tmp_path, [rule]))
+    policy = load_policy(with_extra(tmp_path, [rule]))
     assert "custom.trainer-names" not in {v.rule for v in decide(policy, Request(job())).violations}
     bad = job(container={"name": "eval"})
     assert "custom.trainer-names" in {v.rule for v in decide(policy, Request(bad)).denials}

@@ -7,7 +7,7 @@ import shutil
 import pytest
 from conftest import POLICIES, write_policy
 
-from trainadmit.engine import load_policy as load_policy_dir
+from trainadmit.engine import load_policy
 from trainadmit.policy import PolicyError
 
 
@@ -18,9 +18,9 @@ def test_bundled_policies_load(policy):
 
 
 def test_generation_is_a_content_hash(tmp_path):
-    a = load_policy_dir(write_policy(tmp_path / "a"))
-    b = load_policy_dir(write_policy(tmp_path / "b"))
-    c = load_policy_dir(write_policy(tmp_path / "c", {"shm": {"sizeLimit": "32Gi"}}))
+    a = load_policy(write_policy(tmp_path / "a"))
+    b = load_policy(write_policy(tmp_path / "b"))
+    c = load_policy(write_policy(tmp_path / "c", {"shm": {"sizeLimit": "32Gi"}}))
     assert a.generation == b.generation != c.generation
 
 
@@ -29,7 +29,7 @@ def _broken(tmp_path, text: str, name: str = "broken.yaml"):
     shutil.copytree(POLICIES, d)
     (d / name).write_text(text)
     with pytest.raises(PolicyError) as info:
-        load_policy_dir(d)
+        load_policy(d)
     return info.value.problems
 
 
@@ -87,9 +87,9 @@ def test_missing_or_two_platforms(tmp_path):
     shutil.copytree(POLICIES, d)
     (d / "platform.yaml").unlink()
     with pytest.raises(PolicyError, match="exactly one Platform document is required, found 0"):
-        load_policy_dir(d)
+        load_policy(d)
     with pytest.raises(PolicyError, match="policy directory does not exist"):
-        load_policy_dir(tmp_path / "missing")
+        load_policy(tmp_path / "missing")
 
 
 def test_schema_names_every_kind():

@@ -16,13 +16,12 @@ from damage import damaged
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from trainadmit.engine import Request, decide
-from trainadmit.engine import load_policy as load_policy_dir
+from trainadmit.engine import Request, decide, load_policy
 
 
 @cache
 def policy_for(backend: str):
-    return load_policy_dir(write_policy(Path(tempfile.mkdtemp()) / backend, BACKENDS[backend]))
+    return load_policy(write_policy(Path(tempfile.mkdtemp()) / backend, BACKENDS[backend]))
 
 
 names = st.from_regex(r"[a-z][a-z0-9-]{0,20}[a-z0-9]", fullmatch=True)

@@ -159,9 +159,9 @@ def test_enforced_fields_deny_conflicts_and_unenforced_respect_the_user(policy):
 def test_rule_actions_can_be_overridden(tmp_path):
     from conftest import write_policy
 
-    from trainadmit.engine import load_policy as load_policy_dir
+    from trainadmit.engine import load_policy
 
-    p = load_policy_dir(write_policy(tmp_path, {"rules": {"topology.whole-node": "warn", "gang.completion-mode": "off"}}))
+    p = load_policy(write_policy(tmp_path, {"rules": {"topology.whole-node": "warn", "gang.completion-mode": "off"}}))
     d = decide(p, Request(job(workers=4, gpus=6, indexed=False)))
     assert d.allowed
     assert [v.action for v in d.violations if v.rule == "topology.whole-node"] == [Action.warn]
@@ -178,9 +178,9 @@ def test_shm_larger_than_memory_warns(policy):
 def test_exempt_users_and_groups_pass_untouched(tmp_path):
     from conftest import write_policy
 
-    from trainadmit.engine import load_policy as load_policy_dir
+    from trainadmit.engine import load_policy
 
-    p = load_policy_dir(write_policy(tmp_path, {"exemptGroups": ["platform:break-glass"], "exemptUsers": ["ci-bot"]}))
+    p = load_policy(write_policy(tmp_path, {"exemptGroups": ["platform:break-glass"], "exemptUsers": ["ci-bot"]}))
     bad = job(workers=4, gpus=6)
     assert not decide(p, Request(bad, user={"username": "alice", "groups": ["devs"]})).allowed
     d = decide(p, Request(bad, user={"username": "bob", "groups": ["devs", "platform:break-glass"]}))
@@ -191,9 +191,9 @@ def test_exempt_users_and_groups_pass_untouched(tmp_path):
 def test_enforced_nccl_env_conflict_is_denied(tmp_path):
     from conftest import write_policy
 
-    from trainadmit.engine import load_policy as load_policy_dir
+    from trainadmit.engine import load_policy
 
-    p = load_policy_dir(write_policy(tmp_path, {"enforce": ["ncclEnv"]}))
+    p = load_policy(write_policy(tmp_path, {"enforce": ["ncclEnv"]}))
     d = decide(p, Request(job(env=[{"name": "NCCL_SOCKET_IFNAME", "value": "=ib0"}])))
     v = next(v for v in d.denials if v.rule == "enforced.conflict")
     assert "ncclEnv" in v.message and v.hint == "remove it or set '=eth0'"
@@ -203,12 +203,12 @@ def test_enforced_nccl_env_conflict_is_denied(tmp_path):
 def test_cluster_support_warning_names_the_missing_gates(tmp_path):
     from conftest import write_policy
 
-    from trainadmit.engine import load_policy as load_policy_dir
+    from trainadmit.engine import load_policy
 
-    p = load_policy_dir(write_policy(tmp_path, {"featureGates": [], "kubernetesVersion": "1.36"}))
+    p = load_policy(write_policy(tmp_path, {"featureGates": [], "kubernetesVersion": "1.36"}))
     texts = [v.message for v in decide(p, Request(job())).warnings if v.rule == "gang.cluster-support"]
     assert any("needs Kubernetes 1.37 or newer; the policy targets 1.36" in t for t in texts)
     assert any("GenericWorkload, WorkloadWithJob" in t for t in texts)
-    full = load_policy_dir(write_policy(tmp_path / "ok", {"featureGates": [
+    full = load_policy(write_policy(tmp_path / "ok", {"featureGates": [
         "GenericWorkload", "WorkloadWithJob", "TopologyAwareWorkloadScheduling"]}))
     assert not [v for v in decide(full, Request(job())).warnings if v.rule == "gang.cluster-support"]

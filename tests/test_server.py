@@ -13,16 +13,7 @@ import uuid
 
 import pytest
 from conftest import EXAMPLES, FIXTURES, POLICIES, ROOT, apply_patch, load_yaml, review
-from server_util import SERVICE, Server, issue_certs
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    certs = issue_certs(tmp_path_factory.mktemp("certs"))
-    srv = Server(POLICIES, certs, extra=["--enable-noop"])
-    srv.wait_ready()
-    yield srv
-    assert srv.stop() == 0, "graceful shutdown must exit cleanly"
+from server_util import SERVICE, issue_certs
 
 
 def wrap(obj: dict, operation: str = "CREATE", namespace: str | None = None, **extra) -> dict:
@@ -171,7 +162,8 @@ def test_objects_with_wrong_types_never_crash(server):
             status, reply = c.post_review(path, wrap(obj, namespace="team-nlp"))
             assert status == 200, (obj, reply)
             assert reply["response"]["uid"]
-    time.sleep(0.2)
+    uid = c.post_review("/mutate", wrap(weird[0], namespace="team-nlp"))[1]["response"]["uid"]
+    server.wait_log(lambda x: x.get("uid") == uid)  # every earlier line is written by now
     assert [x for x in server.log_lines() if x.get("event") == "engine_error"] == []
     resp = c.post_review("/mutate", wrap(weird[2], namespace="team-nlp"))[1]["response"]
     assert resp["allowed"] is False
@@ -218,8 +210,7 @@ def test_one_log_line_per_decision_without_object_contents(server):
     body = review("job-03-mutate-Job-CREATE.json")
     body["request"]["uid"] = uid = str(uuid.uuid4())
     c.post_review("/mutate", body)
-    time.sleep(0.2)
-    lines = [x for x in server.log_lines() if x.get("event") == "decision" and x.get("uid") == uid]
+    lines = server.wait_log(lambda x: x.get("event") == "decision" and x.get("uid") == uid)
     assert len(lines) == 1
     line = lines[0]
     assert {"uid", "namespace", "name", "kind", "operation", "allowed", "rules", "generation", "latency_ms"} <= set(line)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 from conftest import POLICIES, load_yaml
-from server_util import Server
+from server_util import Server, wait_until
 
 from trainadmit.certs import pki
 
@@ -87,25 +87,40 @@ def test_rotation_and_policy_swap_under_load(tmp_path):
     threads = [threading.Thread(target=send, args=(ka,)) for ka in (True, False, False)]
     for t in threads:
         t.start()
+
+    def load_for(requests: int) -> None:
+        """Let the clients send ``requests`` more requests in the current state."""
+        target = len(results) + requests
+        wait_until(lambda: len(results) >= target, 20, "the clients stopped getting answers")
+
+    def serving(serial: int) -> None:
+        """Wait until new connections are served the certificate with this serial."""
+        wait_until(lambda: server.served_certificate().serial_number == serial, 20,
+                   "the server did not pick up the rotated certificate")
+
     try:
-        time.sleep(1.0)
+        load_for(20)
         first_serial = pki.CertDir(certs).serving().serial_number
         # 1. CA rotation, in three steps: the new CA joins the bundle (clients re-read it); the serving
         #    certificate moves to the new CA after the overlap; the old CA leaves the bundle
         assert pki.rotate(certs, now=now).rotated_ca
         assert len(pki.CertDir(certs).bundle()) == 2
-        time.sleep(1.0)
+        load_for(20)
         assert pki.rotate(certs, now=now, overlap=dt.timedelta(0)).rotated_serving
-        time.sleep(1.5)
+        serving(pki.CertDir(certs).serving().serial_number)
+        load_for(20)
         # 2. policy swap through the ..data symlink
         configmap_dir(policy_dir, gen2_src, "v2")
-        time.sleep(1.5)
+        wait_until(lambda: results[-1][2] and next(iter(results[-1][2])) != next(iter(results[0][2])), 20,
+                   "the new policy generation was not served")
+        load_for(20)
         assert pki.rotate(certs, now=now, overlap=dt.timedelta(0)).dropped_old_ca
         assert len(pki.CertDir(certs).bundle()) == 1
-        time.sleep(1.0)
+        load_for(20)
         # 3. the serving certificate enters its renewal window -> re-issued by the current CA
         assert pki.rotate(certs, now=now, serving_renew_before=dt.timedelta(days=400)).rotated_serving
-        time.sleep(1.5)
+        serving(pki.CertDir(certs).serving().serial_number)
+        load_for(20)
     finally:
         stop.set()
         for t in threads:
@@ -143,10 +158,9 @@ def test_broken_policy_update_keeps_serving_the_old_one(tmp_path):
     c = server.client()
     before = json.loads(c.request("GET", "/readyz")[1])["generation"]
     configmap_dir(policy_dir, broken, "v2")
-    time.sleep(2.0)
-    status, body = c.request("GET", "/readyz")
-    assert status == 200
-    ready = json.loads(body)
+    ready = wait_until(lambda: (r := json.loads(c.request("GET", "/readyz")[1])).get("lastReloadError") and r, 20,
+                       "the broken update was never reported")
+    assert c.request("GET", "/readyz")[0] == 200
     assert ready["generation"] == before and "perNode" in ready["lastReloadError"]
     metrics = c.request("GET", "/metrics")[1].decode()
     assert "trainadmit_policy_reload_failures_total 1.0" in metrics
@@ -164,9 +178,9 @@ def test_not_ready_without_policy(tmp_path):
     server = Server(empty, certs, workers=1)
     server.wait_ready()  # a Platform alone is a valid (if empty) policy
     (empty / "platform.yaml").write_text("kind: [")
-    time.sleep(1.5)
+    server.wait_log(lambda x: x.get("event") == "policy_reload_failed")
     assert server.client().request("GET", "/readyz")[0] == 200  # still the last good policy
-    server.stop()
+    assert server.stop() == 0
 
 
 def test_graceful_shutdown_finishes_the_request_in_flight(tmp_path):
@@ -187,9 +201,8 @@ def test_graceful_shutdown_finishes_the_request_in_flight(tmp_path):
                          server_hostname=SERVICE) as sock:
         sock.sendall(b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                      + f"Content-Length: {len(body)}\r\n\r\n".encode() + body[:100])
-        time.sleep(0.5)
         server.proc.send_signal(signal.SIGTERM)  # the request is half-received: it must still be answered
-        time.sleep(0.5)
+        wait_until(lambda: not server.accepting(), 20, "the server never began its graceful shutdown")
         sock.sendall(body[100:])
         reply = b""
         while b"\r\n\r\n" not in reply or len(reply) < 200:
