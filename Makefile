@@ -20,9 +20,11 @@ demo: $(STAMP)
 	@echo "== what llama-pretrain.yaml becomes (trainadmit check -o yaml)"
 	@$(BIN)/trainadmit check examples/llama-pretrain.yaml -o yaml
 
+# Two pytest workers (the machines have two cores); tests that share one heavy resource carry an
+# xdist_group mark so that a single worker starts it.
 test: $(STAMP)
-	$(BIN)/ruff check webhook tests bench
-	$(BIN)/pytest
+	$(BIN)/ruff check webhook certs tests bench
+	$(BIN)/pytest -n 2 --dist loadgroup
 
 bench: $(STAMP)
 	$(BIN)/python bench/engine.py

@@ -101,7 +101,7 @@ class Client:
 
 class Server:
     def __init__(self, policy_dir: Path, cert_dir: Path, workers: int = 2, extra: list[str] | None = None,
-                 log: Path | None = None, env_extra: dict | None = None):
+                 log: Path | None = None, env_extra: dict | None = None, command: list[str] | None = None):
         self.port = free_port()
         self.cert_dir = cert_dir
         self._clients: list[Client] = []
@@ -111,7 +111,7 @@ class Server:
         env.update(env_extra or {})
         self._log_file = open(self.log, "wb")  # noqa: SIM115 - lives as long as the server process
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "trainadmit.cli", "serve", "-p", str(policy_dir),
+            [*(command or [sys.executable, "-m", "trainadmit.cli"]), "serve", "-p", str(policy_dir),
              "--tls-cert", str(cert_dir / "tls.crt"), "--tls-key", str(cert_dir / "tls.key"),
              "--host", "127.0.0.1", "--port", str(self.port), "--workers", str(workers),
              "--reload-interval", "0.5", *(extra or [])],

@@ -6,6 +6,7 @@ import typing
 
 from pydantic import BaseModel
 
+from ..engine import RULES
 from ..policy.models import DOCUMENT_KINDS
 
 BEGIN = "<!-- BEGIN GENERATED REFERENCE (trainadmit policy reference) -->"
@@ -79,5 +80,19 @@ def reference_markdown() -> str:
             desc = (field.description or "").replace("|", "\\|")
             lines.append(f"| `{name}` | {_type(field.annotation)} | {default} | {desc} |")
         lines.append("")
+    lines += _rules_table()
     lines.append(END)
     return "\n".join(lines) + "\n"
+
+
+def _rules_table() -> list[str]:
+    """Every built-in rule, from the engine's registry: what `Platform.spec.rules` may override."""
+    lines = ["### Built-in rules", "",
+             "Ids for `Platform.spec.rules` (`deny`, `warn` or `off`); custom rules are `custom.<Rule name>`.", "",
+             "| rule | default | fires when |", "|---|---|---|"]
+    for rule_id in sorted(RULES):
+        declared = RULES[rule_id]
+        summary = declared.summary.replace("|", "\\|")
+        lines.append(f"| `{rule_id}` | {declared.default.value} | {summary} |")
+    lines.append("")
+    return lines
