@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from ..engine import Decision
-from ..engine.workloads import Workload
+from ..engine.workloads import Adapter, Workload
 from .inputs import Item
 
 if TYPE_CHECKING:
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 
 def identity(item: Item) -> str:
-    view = Workload(item.obj if isinstance(item.obj, dict) else {})
+    view = Workload(item.obj if isinstance(item.obj, dict) else {}, Adapter())  # identity only
     return f"{view.kind or '?'} {view.namespace or item.namespace or 'default'}/{view.display_name}"
 
 

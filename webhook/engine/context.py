@@ -19,7 +19,7 @@ from .intent import Resolved
 from .patch import Patcher
 from .paths import Path, field_path
 from .request import Request
-from .workloads import ContainerRef, Workload, resource_count
+from .workloads import ContainerRef, PodTemplate, Workload, resource_count
 
 ENFORCED_CONFLICT = rule("enforced.conflict", Action.deny,
                          "a user value differs from one the platform enforces (Platform.spec.enforce)")
@@ -40,6 +40,7 @@ class Context:
     companions: list[dict] = field(default_factory=list)  # objects the reconciler creates (PodGroups)
     concerns: dict[str, None] = field(default_factory=dict)  # concerns applied (injected or already met), in order
     gang_backend: str | None = None  # set by the gang concern when the workload gets (or has) our gang
+    _gpu_containers: dict[Path, list[ContainerRef]] = field(default_factory=dict, repr=False)
 
     # ---- violations --------------------------------------------------------------------------
     def report(self, rule: RuleId, path: str, message: str, hint: str = "") -> None:
@@ -92,17 +93,29 @@ class Context:
     # ---- views of the working copy -----------------------------------------------------------
     @property
     def current(self) -> Workload:
-        return Workload(self.patcher.doc)
+        return Workload(self.patcher.doc, self.workload.adapter)
 
     @cached_property
-    def gpu_containers(self) -> list[ContainerRef]:
-        """Regular containers that request the workload's GPU resource: the ones that run NCCL.
-        Read after intent is resolved (it depends on the resolved GPU resource)."""
-        resource = self.resolved.gpu_resource
-        out = []
-        if resource is not None:
-            for ref in self.workload.main_containers:
-                limit, request, _ = resource_count(ref.body, resource)
-                if (limit or request or 0) > 0:
-                    out.append(ref)
-        return out
+    def pool_templates(self) -> list[PodTemplate]:
+        """The templates that get the pool's placement, RDMA, NCCL and storage: the ones whose Pods
+        use GPUs (a launcher, a Ray head or an initializer does not), or every template when the
+        workload uses no GPU but names a pool explicitly. Read after intent is resolved."""
+        r = self.resolved
+        if r.gpu_templates:
+            return [t for t, _ in r.gpu_templates]
+        return list(self.workload.templates) if r.pool is not None and r.pool_explicit else []
+
+    def gpu_containers(self, template: PodTemplate) -> list[ContainerRef]:
+        """Regular containers of ``template`` that request the workload's GPU resource: the ones
+        that run NCCL."""
+        cached = self._gpu_containers.get(template.root)
+        if cached is None:
+            resource = self.resolved.gpu_resource
+            cached = []
+            if resource is not None:
+                for ref in template.main_containers:
+                    limit, request, _ = resource_count(ref.body, resource)
+                    if (limit or request or 0) > 0:
+                        cached.append(ref)
+            self._gpu_containers[template.root] = cached
+        return cached

@@ -24,7 +24,7 @@ from .patch import Patcher
 from .registry import INJECTING, MUTATIONS, VALIDATIONS
 from .request import Request
 from .shape import MALFORMED, shape_problems
-from .workloads import HANDLED_KINDS, Workload
+from .workloads import Workload, workload_of
 
 
 def match(policy: PolicySet, obj: Any, namespace: str | None, user: dict | None = None) -> tuple[Workload | None, str]:
@@ -39,16 +39,15 @@ def match(policy: PolicySet, obj: Any, namespace: str | None, user: dict | None 
                 return None, f"group {exempt[0]} is exempt"
     if not isinstance(obj, dict):
         return None, "not a Kubernetes object"
-    kind = (obj.get("apiVersion"), obj.get("kind"))
-    if not all(isinstance(k, str) for k in kind) or kind not in HANDLED_KINDS:
-        return None, (f"kind {kind[0]}/{kind[1]} is not handled; trainadmit acts on batch/v1 Jobs and on v1 Pods "
-                      "that no Job owns")
+    workload = workload_of(obj)
+    if workload is None:
+        return None, (f"kind {obj.get('apiVersion')}/{obj.get('kind')} is not handled; trainadmit acts on batch/v1 "
+                      "Jobs and on v1 Pods that no Job owns")
     if policy.is_exempt(namespace):
         return None, f"namespace {namespace} is exempt"
-    workload = Workload(obj)
     owner = workload.controller
     owned_by_job = owner and owner.get("kind") == "Job" and str(owner.get("apiVersion", "")).startswith("batch/")
-    if not workload.is_job and owned_by_job:
+    if not workload.is_batch_job and owned_by_job:
         return None, f"pod of Job {owner.get('name')}: the Job carries trainadmit's configuration"
     if not gpu_resources_of(workload, policy) and not has_intent(workload, policy):
         return None, f"no GPU request and no {policy.platform.intentPrefix}/ intent"
@@ -86,7 +85,7 @@ def decide(policy: PolicySet, request: Request, cluster: ClusterView | None = No
         decision.mutated = ctx.patcher.doc
         decision.injections = ctx.injections
         decision.companions = ctx.companions
-        view = Workload(ctx.patcher.doc)
+        view = Workload(ctx.patcher.doc, workload.adapter)
     for concern in VALIDATIONS:
         concern.validate(ctx, view)  # type: ignore[misc]
     decision.violations = ctx.violations
@@ -94,20 +93,21 @@ def decide(policy: PolicySet, request: Request, cluster: ClusterView | None = No
 
 
 def _non_create(ctx: Context) -> Decision:
-    """UPDATE: never mutate; validate a parallelism scale-up against quota. DELETE/CONNECT pass."""
+    """UPDATE: never mutate; validate a scale-up (more Pods, so more GPUs) against quota.
+    DELETE/CONNECT pass."""
     request, workload, policy = ctx.request, ctx.workload, ctx.policy
     decision = Decision(matched=True, generation=policy.generation,
                         reason=f"{request.operation}: trainadmit mutates on CREATE only")
-    if request.operation != "UPDATE" or request.phase != "validate" or not workload.is_job:
+    if request.operation != "UPDATE" or request.phase != "validate" or not isinstance(request.old, dict):
         return decision
-    if not isinstance(request.old, dict):
-        return decision
-    old = Workload(request.old)
-    ctx.resolved = resolve(workload, policy, gpu_resources_of(workload, policy), lambda *a, **k: None)
-    added = (workload.parallelism - old.parallelism) * ctx.resolved.gpus_per_pod
+    old = Workload(request.old, workload.adapter)
+    ignore = lambda *a, **k: None  # noqa: E731 - intent problems were reported when the object was created
+    ctx.resolved = resolve(workload, policy, gpu_resources_of(workload, policy), ignore)
+    before = resolve(old, policy, gpu_resources_of(old, policy), ignore)
+    added = ctx.resolved.total_gpus - before.total_gpus
     if added > 0:
         quota.check(ctx, workload, extra_gpus=added)
-        decision.reason = f"UPDATE: parallelism {old.parallelism} -> {workload.parallelism} checked against quota"
+        decision.reason = f"UPDATE: {before.pods} -> {ctx.resolved.pods} pods checked against quota"
     custom.validate(ctx, workload)
     decision.violations = ctx.violations
     return decision

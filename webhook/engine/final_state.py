@@ -46,8 +46,9 @@ def record_provenance(ctx: Context, concern_order: tuple[str, ...]) -> None:
                           r.level_name if r.pods > 1 else None, concerns)
     key = ctx.policy.keys.applied
     ctx.patcher.set(("metadata", "annotations", key), value)
-    if ctx.workload.is_job:
-        ctx.patcher.set((*ctx.workload.pod_meta_path, "annotations", key), value)
+    for template in ctx.workload.templates:  # the Pods carry it too: they were decided with their parent
+        if template.root:
+            ctx.patcher.set((*template.meta_path, "annotations", key), value)
 
 
 @lru_cache(maxsize=1024)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from ..policy import PolicySet
 from ..policy.models import Action, CheckpointClassSpec, DatasetSpec, PoolSpec, PriorityTierSpec, TopologyLevel
 from .concern import Concern, RuleId, rule
-from .workloads import Workload, pod_resource_total
+from .workloads import PodTemplate, Workload, pod_resource_total
 
 MIG_PREFIX = "nvidia.com/mig-"
 
@@ -36,8 +36,11 @@ class Resolved:
 
     gpu_resources: list[str] = field(default_factory=list)
     gpu_resource: str | None = None
-    gpus_per_pod: int = 0
-    pods: int = 1
+    gpu_templates: list[tuple[PodTemplate, int]] = field(default_factory=list)  # (template, GPUs per Pod)
+    gpus_per_pod: int = 0  # of the GPU templates (the largest, when they differ)
+    pods: int = 1  # Pods that run at once, all templates
+    gpu_pods: int = 0  # of them, the ones that request GPUs
+    gang_size: int = 1  # Pods the operator counts in the gang
     pool_name: str | None = None
     pool: PoolSpec | None = None
     pool_explicit: bool = False
@@ -54,7 +57,7 @@ class Resolved:
 
     @property
     def total_gpus(self) -> int:
-        return self.gpus_per_pod * self.pods
+        return sum(t.pods * gpus for t, gpus in self.gpu_templates)
 
 
 def gpu_resources_of(workload: Workload, policy: PolicySet) -> list[str]:
@@ -76,9 +79,15 @@ def resolve(workload: Workload, policy: PolicySet, gpu_resources: list[str], rep
     out = Resolved()
     out.gpu_resources = gpu_resources
     out.gpu_resource = out.gpu_resources[0] if out.gpu_resources else None
-    out.pods = workload.parallelism
+    out.pods = workload.pods
+    out.gang_size = workload.gang_size
     if out.gpu_resource:
-        out.gpus_per_pod = pod_resource_total(workload, out.gpu_resource)
+        for template in workload.templates:
+            gpus = pod_resource_total(template, out.gpu_resource)
+            if gpus > 0:
+                out.gpu_templates.append((template, gpus))
+        out.gpus_per_pod = max((gpus for _, gpus in out.gpu_templates), default=0)
+        out.gpu_pods = sum(t.pods for t, _ in out.gpu_templates)
 
     # pool (label)
     pool_value = labels.get(keys.pool)
@@ -104,7 +113,7 @@ def resolve(workload: Workload, policy: PolicySet, gpu_resources: list[str], rep
             report(INVALID, f'metadata.annotations["{keys.gang}"]',
                    f"must be \"true\" or \"false\", got {gang_value!r}", f'set {keys.gang}: "true" or "false"')
     if not out.gang_explicit:
-        out.gang = workload.is_job and out.pods > 1 and out.gpus_per_pod > 0
+        out.gang = out.gang_size > 1 and out.gpu_pods > 0
 
     # topology level (annotation)
     level_value = annotations.get(keys.topology)

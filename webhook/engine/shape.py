@@ -11,6 +11,7 @@ from typing import Any
 
 from ..policy.models import Action
 from .concern import Concern, rule
+from .paths import field_path, get_path
 from .workloads import Workload
 
 MALFORMED = rule("object.malformed", Action.deny, "a field trainadmit reads or writes has the wrong type")
@@ -113,20 +114,24 @@ def shape_problems(workload: Workload) -> list[tuple[str, str]]:
     obj = workload.obj
     c = _Checker()
     c.meta(obj.get("metadata"), "metadata")
-    if workload.is_job:
-        spec = obj.get("spec")
-        if spec is None:
-            c.problems.append(("spec", "a Job needs a spec"))
-        elif c.expect(spec, dict, "spec", "a map"):
-            for key in ("parallelism", "completions"):
-                c.expect(spec.get(key), int, f"spec.{key}", "a whole number")
-            c.expect(spec.get("completionMode"), str, "spec.completionMode", "a string")
-            c.expect(spec.get("suspend"), bool, "spec.suspend", "a boolean")
-            template = spec.get("template")
-            if c.expect(template, dict, "spec.template", "a map"):
-                if template.get("metadata") is not None:
-                    c.meta(template["metadata"], "spec.template.metadata")
-                c.pod_spec(template.get("spec"), "spec.template.spec")
-    else:
-        c.pod_spec(obj.get("spec"), "spec")
+    spec = obj.get("spec")
+    if workload.is_batch_job and spec is None:
+        c.problems.append(("spec", "a Job needs a spec"))
+    elif c.expect(spec, dict, "spec", "a map") and workload.is_batch_job:
+        for key in ("parallelism", "completions"):
+            c.expect(spec.get(key), int, f"spec.{key}", "a whole number")
+        c.expect(spec.get("completionMode"), str, "spec.completionMode", "a string")
+        c.expect(spec.get("suspend"), bool, "spec.suspend", "a boolean")
+        c.expect(spec.get("template"), dict, "spec.template", "a map")
+    if c.problems:
+        return c.problems
+    for template in workload.templates:
+        if template.root:
+            body = get_path(obj, template.root)
+            where = field_path(template.root)
+            if not c.expect(body, dict, where, "a map"):
+                continue
+            if body.get("metadata") is not None:
+                c.meta(body["metadata"], f"{where}.metadata")
+        c.pod_spec(get_path(obj, template.spec_path), field_path(template.spec_path))
     return c.problems

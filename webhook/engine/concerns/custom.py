@@ -53,7 +53,8 @@ def validate(ctx: Context, view: Workload) -> None:
         "object": _without_managed_fields(view.obj, rules), "oldObject": _without_managed_fields(old, rules),
         "request": {"operation": operation, "namespace": namespace, "name": view.name or "",
                     "userInfo": user or {}, "dryRun": dry_run,
-                    "kind": {"group": "batch" if view.is_job else "", "version": "v1", "kind": view.kind}},
+                    "kind": {"group": view.adapter.group, "version": view.api_version.rsplit("/", 1)[-1],
+                             "kind": view.kind}},
         "params": {},
     }
     largest = None

@@ -20,7 +20,7 @@ from ..concern import Concern, rule
 from ..context import Context
 from ..decision import Source
 from ..paths import field_path, get_path
-from ..workloads import Workload
+from ..workloads import Workload, job
 
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
@@ -48,14 +48,15 @@ POD_LEVEL = rule("gang.pod-level", Action.warn, "gang intent on a bare Pod, whos
 def existing_backends(ctx: Context) -> set[str]:
     """Which gang mechanisms the object already carries (ours from a previous pass, or another's)."""
     w = ctx.current
+    t = w.templates[0]
     found = set()
-    if get_path(w.obj, ("spec", "scheduling")) is not None and w.is_job:
+    if get_path(w.obj, ("spec", "scheduling")) is not None and w.is_batch_job:
         found.add("native/job-scheduling")
-    if w.pod_spec.get("schedulingGroup") or w.pod_spec.get("workloadRef"):
+    if t.pod_spec.get("schedulingGroup") or t.pod_spec.get("workloadRef"):
         found.add("native/pod-group")
-    if POD_GROUP_LABEL in (w.pod_meta.get("labels") or {}):
+    if POD_GROUP_LABEL in (t.pod_meta.get("labels") or {}):
         found.add("coscheduling")
-    pod_ann = w.pod_meta.get("annotations") or {}
+    pod_ann = t.pod_meta.get("annotations") or {}
     if VOLCANO_GROUP_ANNOTATION in pod_ann or VOLCANO_MIN_MEMBER in w.annotations:
         found.add("volcano")
     if KUEUE_QUEUE in w.labels or KUEUE_POD_GROUP in w.labels:
@@ -83,11 +84,12 @@ def mutate(ctx: Context) -> None:
     r, w = ctx.resolved, ctx.workload
     if not r.gang:
         return
-    if not w.is_job:
+    if not w.is_batch_job:
         ctx.report(POD_LEVEL, "metadata", "trainadmit gangs Jobs; a Pod's gang size is not known here",
                    "let the operator that creates these pods form the gang, or submit a batch/v1 Job")
         return
-    exclusive = w.annotations.get(JOBSET_EXCLUSIVE) or (w.pod_meta.get("annotations") or {}).get(JOBSET_EXCLUSIVE)
+    exclusive = (w.annotations.get(JOBSET_EXCLUSIVE)
+                 or (w.templates[0].pod_meta.get("annotations") or {}).get(JOBSET_EXCLUSIVE))
     if exclusive:
         ctx.report(FOREIGN_BACKEND, f'metadata.annotations["{JOBSET_EXCLUSIVE}"]',
                    "JobSet exclusive placement admits follower pods only after the leader is scheduled, "
@@ -102,7 +104,7 @@ def mutate(ctx: Context) -> None:
                    f"trainadmit did not add {ours} (one backend per workload)", "")
         return
     backend = ctx.policy.platform.gang.backend
-    minimum = r.pods
+    minimum = r.gang_size
     source = ctx.platform_source("spec", "gang", "backend", note=f"{ours}; minCount = spec.parallelism ({minimum})")
     if backend is GangBackend.native:
         _native(ctx, minimum, source)
@@ -121,17 +123,17 @@ def mutate(ctx: Context) -> None:
 def validate(ctx: Context, view: Workload) -> None:
     """A gang Job runs all ranks at once, each with a stable rank: Indexed, parallelism = completions."""
     r = ctx.resolved
-    if not (r.gang and view.is_job):
+    if not (r.gang and view.is_batch_job):
         return
-    if view.completion_mode != "Indexed":
+    mode, parallel, done = job.completion_mode(view.obj), job.parallelism(view.obj), job.completions(view.obj)
+    if mode != "Indexed":
         ctx.report(COMPLETION_MODE, "spec.completionMode",
                    f"a gang Job needs completionMode Indexed so each of its {r.pods} workers gets a stable rank, "
-                   f"got {view.completion_mode}", "set spec.completionMode: Indexed")
-    if view.completions != view.parallelism:
+                   f"got {mode}", "set spec.completionMode: Indexed")
+    if done != parallel:
         ctx.report(PARALLELISM_COMPLETIONS, "spec.completions",
-                   f"parallelism {view.parallelism} and completions "
-                   f"{view.completions if view.completions is not None else '(unset)'} differ: a gang runs "
-                   "all ranks at once", f"set spec.completions: {view.parallelism}")
+                   f"parallelism {parallel} and completions {done if done is not None else '(unset)'} differ: "
+                   "a gang runs all ranks at once", f"set spec.completions: {parallel}")
 
 
 def _need_name(ctx: Context, what: str) -> str | None:
@@ -145,7 +147,7 @@ def _need_name(ctx: Context, what: str) -> str | None:
 
 def _topology_constraint(ctx: Context) -> list[dict] | None:
     r = ctx.resolved
-    if r.level is None or r.pods <= 1 or colocation_method(ctx) != "native":
+    if r.level is None or r.gpu_pods <= 1 or colocation_method(ctx) != "native":
         return None
     return [{"key": r.level.nodeLabel}]
 
@@ -166,7 +168,7 @@ def _native(ctx: Context, minimum: int, source: Source) -> None:
     if name is None:
         return
     pg_name = f"{name}-gang"
-    keep_or_set(ctx, (*w.pod_spec_path, "schedulingGroup"), {"podGroupName": pg_name}, source)
+    keep_or_set(ctx, (*w.templates[0].spec_path, "schedulingGroup"), {"podGroupName": pg_name}, source)
     spec: dict = {"schedulingPolicy": {"gang": {"minCount": minimum}}}
     if topology:
         spec["schedulingConstraints"] = {"topology": topology}
@@ -194,7 +196,7 @@ def _coscheduling(ctx: Context, minimum: int, source: Source) -> None:
     name = _need_name(ctx, "the PodGroup")
     if name is None:
         return
-    keep_or_set(ctx, (*w.pod_meta_path, "labels", POD_GROUP_LABEL), name, source)
+    keep_or_set(ctx, (*w.templates[0].meta_path, "labels", POD_GROUP_LABEL), name, source)
     pg: dict = {"minMember": minimum}
     if r.gpu_resource and r.total_gpus:
         pg["minResources"] = {r.gpu_resource: str(r.total_gpus)}
@@ -208,7 +210,7 @@ def _coscheduling(ctx: Context, minimum: int, source: Source) -> None:
 def _volcano(ctx: Context, minimum: int, source: Source) -> None:
     w, r = ctx.workload, ctx.resolved
     keep_or_set(ctx, ("metadata", "annotations", VOLCANO_MIN_MEMBER), str(minimum), source)
-    _queue(ctx, (*w.pod_meta_path, "annotations", VOLCANO_QUEUE), r.queue or "default")
+    _queue(ctx, (*w.templates[0].meta_path, "annotations", VOLCANO_QUEUE), r.queue or "default")
 
 
 def _kueue(ctx: Context, source: Source) -> None:
@@ -239,7 +241,7 @@ def _scheduler_name(ctx: Context) -> None:
     if not wanted:
         return
     w = ctx.workload
-    path = (*w.pod_spec_path, "schedulerName")
+    path = (*w.templates[0].spec_path, "schedulerName")
     current = ctx.patcher.get(path)
     if current in (None, "", "default-scheduler", wanted):
         if ctx.policy.platform.gang.schedulerName:

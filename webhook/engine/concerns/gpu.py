@@ -10,7 +10,7 @@ from ...policy.models import Action
 from ..concern import Concern, rule
 from ..context import Context
 from ..paths import field_path
-from ..workloads import Workload, resource_count
+from ..workloads import PodTemplate, Workload, resource_count
 
 SINGLE_TYPE = rule("gpu.single-type", Action.deny, "two GPU types in one workload, or not the pool's GPU type")
 REQUESTS_LIMITS = rule("gpu.requests-limits", Action.deny, "GPU requests without limits, or unequal to them")
@@ -20,17 +20,22 @@ INVALID_COUNT = rule("gpu.invalid-count", Action.deny, "a GPU count that is not 
 def validate(ctx: Context, view: Workload) -> None:
     r = ctx.resolved
     if len(r.gpu_resources) > 1:
-        ctx.report(SINGLE_TYPE, field_path((*view.pod_spec_path, "containers")),
+        ctx.report(SINGLE_TYPE, field_path((*view.templates[0].spec_path, "containers")),
                    f"requests {' and '.join(r.gpu_resources)}: a training job runs on one GPU type",
                    f"request only {r.gpu_resources[0]} in every container")
     if r.pool is not None and r.gpu_resource and r.gpu_resource != r.pool.gpu.resource:
         ctx.report(SINGLE_TYPE, f'metadata.labels["{ctx.policy.keys.pool}"]',
                    f"pool {r.pool_name} provides {r.pool.gpu.resource}, but the containers request {r.gpu_resource}",
                    "pick a pool for that GPU type or request the pool's resource")
-    for ref in view.all_containers:
-        for resource in r.gpu_resources:
+    for template in view.templates:
+        _counts(ctx, template)
+
+
+def _counts(ctx: Context, template: PodTemplate) -> None:
+    for ref in template.all_containers:
+        for resource in ctx.resolved.gpu_resources:
             limit, request, malformed = resource_count(ref.body, resource)
-            path = field_path((*view.container_path(ref), "resources"))
+            path = field_path((*template.container_path(ref), "resources"))
             if malformed:
                 ctx.report(INVALID_COUNT, path, f"{resource} in container {ref.name} must be a whole number",
                            "set a whole number such as 8")

@@ -12,7 +12,7 @@ from ..concern import Concern, rule
 from ..context import Context
 from ..decision import Source
 from ..paths import field_path
-from ..workloads import Workload
+from ..workloads import PodTemplate, Workload
 
 SYNTAX = rule("nccl.syntax", Action.deny, "an NCCL value outside NCCL's documented grammar")
 SYNTAX_WARNING = rule("nccl.syntax-warning", Action.warn, "an NCCL value that is valid but likely not what was meant")
@@ -21,15 +21,20 @@ DEBUGGING_VARIABLE = rule("nccl.debugging-variable", Action.warn,
 
 
 def mutate(ctx: Context) -> None:
-    r, w = ctx.resolved, ctx.workload
+    r = ctx.resolved
     if r.pool is None or not r.pool.nccl.env:
         return
-    for ref in ctx.gpu_containers:
-        env_path = (*w.container_path(ref), "env")
+    for template in ctx.pool_templates:
+        _inject(ctx, r.pool.nccl.env, template)
+
+
+def _inject(ctx: Context, wanted: dict[str, str], template: PodTemplate) -> None:
+    for ref in ctx.gpu_containers(template):
+        env_path = (*template.container_path(ref), "env")
         env = ctx.patcher.get(env_path) or []
         index = {e.get("name"): i for i, e in enumerate(env) if isinstance(e, dict)}
         missing: list[tuple[object, Source]] = []
-        for name, value in r.pool.nccl.env.items():
+        for name, value in wanted.items():
             found = index.get(name)
             if found is None:
                 missing.append(({"name": name, "value": value}, ctx.pool_source("spec", "nccl", "env", name)))
@@ -45,7 +50,12 @@ def mutate(ctx: Context) -> None:
 
 def validate(ctx: Context, view: Workload) -> None:
     pool_env = ctx.resolved.pool.nccl.env if ctx.resolved.pool else {}
-    for ref in view.all_containers:
+    for template in view.templates:
+        _check(ctx, pool_env, template)
+
+
+def _check(ctx: Context, pool_env: dict[str, str], template: PodTemplate) -> None:
+    for ref in template.all_containers:
         env = ref.body.get("env")
         if not isinstance(env, list):
             continue
@@ -57,7 +67,7 @@ def validate(ctx: Context, view: Workload) -> None:
                 continue
             if pool_env.get(name) == value:
                 continue  # the pool's own values were checked when the policy loaded
-            path = field_path((*view.container_path(ref), "env", i))
+            path = field_path((*template.container_path(ref), "env", i))
             problem = check_nccl_value(name, value)
             if problem is not None:
                 found = SYNTAX if problem.severity == "error" else SYNTAX_WARNING

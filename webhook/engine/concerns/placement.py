@@ -10,7 +10,7 @@ from ...policy.models import Action, Enforceable
 from ..concern import Concern, rule
 from ..context import Context
 from ..paths import as_dict, as_list, field_path
-from ..workloads import Workload
+from ..workloads import PodTemplate, Workload
 
 CONTRADICTION = rule("placement.contradiction", Action.deny,
                      "a user nodeSelector or required node affinity that no node of the pool can satisfy")
@@ -23,16 +23,20 @@ def _same_toleration(a: dict, b: dict) -> bool:
 
 
 def mutate(ctx: Context) -> None:
-    r, w = ctx.resolved, ctx.workload
-    pool = r.pool
+    pool = ctx.resolved.pool
     if pool is None:
         return
+    for template in ctx.pool_templates:
+        _place(ctx, pool, template)
+
+
+def _place(ctx: Context, pool, template: PodTemplate) -> None:
     selector_source = ctx.pool_source("spec", "nodeSelector")
-    selector_path = (*w.pod_spec_path, "nodeSelector")
+    selector_path = (*template.spec_path, "nodeSelector")
     if not ctx.patcher.get(selector_path) and pool.nodeSelector:  # absent: the whole map in one operation
         ctx.inject(selector_path, dict(pool.nodeSelector), "placement", selector_source)
     for key, value in pool.nodeSelector.items():
-        path = (*w.pod_spec_path, "nodeSelector", key)
+        path = (*template.spec_path, "nodeSelector", key)
         current = ctx.patcher.get(path)
         if current is None or current == value:
             ctx.inject(path, value, "placement", selector_source)
@@ -40,7 +44,7 @@ def mutate(ctx: Context) -> None:
             # A contradiction with the pool is always a denial (validate below); enforcement only
             # changes the rule id that reports it.
             ctx.conflict(Enforceable.nodeSelector, path, current, value)
-    tol_path = (*w.pod_spec_path, "tolerations")
+    tol_path = (*template.spec_path, "tolerations")
     missing = []
     existing = ctx.patcher.get(tol_path) or []
     for i, wanted in enumerate(pool.toleration_dicts):
@@ -63,22 +67,30 @@ def _term_contradicts(term: dict, selector: dict[str, str]) -> bool:
 
 
 def validate(ctx: Context, view: Workload) -> None:
-    r, pool = ctx.resolved, ctx.resolved.pool
+    pool = ctx.resolved.pool
     if pool is None:
         return
-    selector = as_dict(view.pod_spec.get("nodeSelector"))
+    placed = {t.root for t in ctx.pool_templates}
+    for template in view.templates:
+        if template.root in placed:
+            _contradictions(ctx, pool, template)
+
+
+def _contradictions(ctx: Context, pool, template: PodTemplate) -> None:
+    r = ctx.resolved
+    selector = as_dict(template.pod_spec.get("nodeSelector"))
     for key, value in pool.nodeSelector.items():
         if key in selector and selector[key] != value:
             other = [n for n, p in sorted(ctx.policy.pools.items()) if p.nodeSelector.get(key) == selector[key]]
             hint = (f"set {ctx.policy.keys.pool}: {other[0]} or remove the nodeSelector" if other
                     else "remove it: the pool chooses the nodes")
-            ctx.report(CONTRADICTION, field_path((*view.pod_spec_path, "nodeSelector", key)),
+            ctx.report(CONTRADICTION, field_path((*template.spec_path, "nodeSelector", key)),
                        f"nodeSelector {key}={selector[key]} contradicts pool {r.pool_name} ({key}={value})", hint)
-    terms = as_list(as_dict(as_dict(as_dict(view.pod_spec.get("affinity")).get("nodeAffinity"))
+    terms = as_list(as_dict(as_dict(as_dict(template.pod_spec.get("affinity")).get("nodeAffinity"))
                             .get("requiredDuringSchedulingIgnoredDuringExecution")).get("nodeSelectorTerms"))
     terms = [t for t in terms if isinstance(t, dict)]
     if terms and all(_term_contradicts(t, pool.nodeSelector) for t in terms):
-        ctx.report(CONTRADICTION, field_path((*view.pod_spec_path, "affinity", "nodeAffinity")),
+        ctx.report(CONTRADICTION, field_path((*template.spec_path, "affinity", "nodeAffinity")),
                    f"no required node-affinity term can match a node of pool {r.pool_name} "
                    f"({', '.join(f'{k}={v}' for k, v in pool.nodeSelector.items())})",
                    "remove the node affinity or pick the pool that matches it")

@@ -21,18 +21,19 @@ def mutate(ctx: Context) -> None:
     if r.tier is None or not r.gpu_resource:
         return
     name, tier = r.tier
-    path = (*w.pod_spec_path, "priorityClassName")
-    current = ctx.patcher.get(path)
-    if current is None or current == "" or current == tier.className:
-        ctx.inject(path, tier.className, "priority", Source("PriorityTier", name, ("spec", "className")))
-        if not w.is_job:
-            ctx.inject((*w.pod_spec_path, "priority"), tier.value, "priority",
-                       Source("PriorityTier", name, ("spec", "value")))
-            ctx.inject((*w.pod_spec_path, "preemptionPolicy"), tier.preemptionPolicy, "priority",
-                       Source("PriorityTier", name, ("spec", "preemptionPolicy")))
-    else:
-        ctx.conflict(Enforceable.priorityClassName, path, current, tier.className)
-    if (ctx.policy.platform.gang.backend is GangBackend.kueue and tier.kueuePriorityClass and w.is_job
+    for template in w.templates:  # the whole job runs at one priority (operators read it per template)
+        path = (*template.spec_path, "priorityClassName")
+        current = ctx.patcher.get(path)
+        if current is None or current == "" or current == tier.className:
+            ctx.inject(path, tier.className, "priority", Source("PriorityTier", name, ("spec", "className")))
+            if not template.root:  # a bare Pod
+                ctx.inject((*template.spec_path, "priority"), tier.value, "priority",
+                           Source("PriorityTier", name, ("spec", "value")))
+                ctx.inject((*template.spec_path, "preemptionPolicy"), tier.preemptionPolicy, "priority",
+                           Source("PriorityTier", name, ("spec", "preemptionPolicy")))
+        else:
+            ctx.conflict(Enforceable.priorityClassName, path, current, tier.className)
+    if (ctx.policy.platform.gang.backend is GangBackend.kueue and tier.kueuePriorityClass and w.is_batch_job
             and "jobset.sigs.k8s.io/jobset-name" not in w.labels):
         label = ("metadata", "labels", KUEUE_PRIORITY)
         if ctx.patcher.get(label):

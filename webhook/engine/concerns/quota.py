@@ -38,7 +38,7 @@ def check(ctx: Context, view: Workload, extra_gpus: int | None = None) -> None:
         if quota.maxGPUsPerJob is not None and r.total_gpus > quota.maxGPUsPerJob:
             most = quota.maxGPUsPerJob // r.gpus_per_pod if r.gpus_per_pod else 0
             ctx.report(GPUS_PER_JOB, "spec.parallelism",
-                       f"requests {r.total_gpus} GPUs ({r.pods} × {r.gpus_per_pod}); quota {qname} allows "
+                       f"requests {r.total_gpus} GPUs ({r.gpu_pods} × {r.gpus_per_pod}); quota {qname} allows "
                        f"{quota.maxGPUsPerJob} per job in namespace {ns}", f"use at most {most} workers")
         if quota.maxWorkersPerJob is not None and r.pods > quota.maxWorkersPerJob:
             ctx.report(WORKERS_PER_JOB, "spec.parallelism",
@@ -80,7 +80,7 @@ def _pool_capacity(ctx: Context) -> None:
     r, pool = ctx.resolved, ctx.resolved.pool
     if pool is None or not r.gpus_per_pod:
         return
-    nodes_needed = max(r.pods, 1)
+    nodes_needed = max(r.gpu_pods, 1)
     capacity = ctx.cluster.pool_nodes(pool)
     capacity = capacity if capacity is not None else pool.capacityNodes
     if capacity is not None and nodes_needed > capacity:

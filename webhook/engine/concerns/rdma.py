@@ -12,7 +12,7 @@ from ...policy.models import Action, Enforceable
 from ..concern import Concern, rule
 from ..context import Context
 from ..paths import as_dict, field_path
-from ..workloads import Workload
+from ..workloads import PodTemplate, Workload
 
 MULTUS_NETWORKS = "k8s.v1.cni.cncf.io/networks"
 
@@ -20,13 +20,17 @@ POOL_WITHOUT_RDMA = rule("rdma.pool-without-rdma", Action.deny, "RDMA resources 
 
 
 def mutate(ctx: Context) -> None:
-    r, w = ctx.resolved, ctx.workload
-    pool = r.pool
+    pool = ctx.resolved.pool
     if pool is None or pool.rdma is None:
         return
-    rdma = pool.rdma
-    for ref in ctx.gpu_containers:
-        base = w.container_path(ref)
+    for template in ctx.pool_templates:
+        _inject(ctx, pool.rdma, template)
+
+
+def _inject(ctx: Context, rdma, template: PodTemplate) -> None:
+    containers = ctx.gpu_containers(template)
+    for ref in containers:
+        base = template.container_path(ref)
         for resource, count in rdma.resources.items():
             source = ctx.pool_source("spec", "rdma", "resources", resource)
             for section in ("limits", "requests"):
@@ -42,9 +46,9 @@ def mutate(ctx: Context) -> None:
                 ctx.satisfied("rdma")
             else:
                 ctx.inject_extend(caps_path, [("IPC_LOCK", ctx.pool_source("spec", "rdma", "ipcLock"))], "rdma")
-    if rdma.networks and ctx.gpu_containers:
+    if rdma.networks and containers:
         wanted = ",".join(rdma.networks)
-        path = (*w.pod_meta_path, "annotations", MULTUS_NETWORKS)
+        path = (*template.meta_path, "annotations", MULTUS_NETWORKS)
         current = ctx.patcher.get(path)
         if current is None or current == wanted:
             ctx.inject(path, wanted, "rdma", ctx.pool_source("spec", "rdma", "networks"))
@@ -58,13 +62,14 @@ def validate(ctx: Context, view: Workload) -> None:
         return
     known = {name for p in ctx.policy.pools.values() if p.rdma for name in p.rdma.resources}
     rdma_pools = sorted(n for n, p in ctx.policy.pools.items() if p.rdma)
-    for ref in view.all_containers:
-        resources = as_dict(ref.body.get("resources"))
-        for res in {*as_dict(resources.get("limits")), *as_dict(resources.get("requests"))}:
-            if res in known or res.startswith("rdma/"):
-                ctx.report(POOL_WITHOUT_RDMA, field_path((*view.container_path(ref), "resources")),
-                           f"container {ref.name} requests {res}, but pool {r.pool_name} has no RDMA fabric",
-                           f"use an RDMA pool ({', '.join(rdma_pools) or 'none defined'}) or remove {res}")
+    for template in view.templates:
+        for ref in template.all_containers:
+            resources = as_dict(ref.body.get("resources"))
+            for res in sorted({*as_dict(resources.get("limits")), *as_dict(resources.get("requests"))}):
+                if res in known or res.startswith("rdma/"):
+                    ctx.report(POOL_WITHOUT_RDMA, field_path((*template.container_path(ref), "resources")),
+                               f"container {ref.name} requests {res}, but pool {r.pool_name} has no RDMA fabric",
+                               f"use an RDMA pool ({', '.join(rdma_pools) or 'none defined'}) or remove {res}")
 
 
 CONCERN = Concern("rdma", rules=(POOL_WITHOUT_RDMA,), mutate=mutate, validate=validate)

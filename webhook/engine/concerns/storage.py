@@ -15,7 +15,7 @@ from ..concern import Concern, rule
 from ..context import Context
 from ..decision import Source
 from ..paths import as_dict, field_path
-from ..workloads import Workload
+from ..workloads import PodTemplate, Workload
 
 MOUNT_CONFLICT = rule("storage.mount-conflict", Action.deny,
                       "a user mount where a dataset or the checkpoint volume goes")
@@ -39,13 +39,14 @@ def volume_name(prefix: str, name: str) -> str:
 class _Batch:
     """Volumes, mounts and env entries to add, collected first and written with few patch operations."""
 
-    def __init__(self, ctx: Context):
+    def __init__(self, ctx: Context, template: PodTemplate):
         self.ctx = ctx
+        self.template = template
         self.volumes: list[tuple[object, Source]] = []
         self.lists: dict[tuple, list[tuple[object, Source]]] = {}
 
     def volume(self, volume: dict, source: Source) -> None:
-        path = (*self.ctx.workload.pod_spec_path, "volumes")
+        path = (*self.template.spec_path, "volumes")
         existing = self.ctx.patcher.get(path) or []
         if any(isinstance(v, dict) and v.get("name") == volume["name"] for v in existing):
             self.ctx.satisfied("storage")
@@ -73,17 +74,22 @@ class _Batch:
             self.lists.setdefault(path, []).append(({"name": name, "value": value}, source))
 
     def flush(self) -> None:
-        self.ctx.inject_extend((*self.ctx.workload.pod_spec_path, "volumes"), self.volumes, "storage")
+        self.ctx.inject_extend((*self.template.spec_path, "volumes"), self.volumes, "storage")
         for path, items in self.lists.items():
             self.ctx.inject_extend(path, items, "storage")
 
 
 def mutate(ctx: Context) -> None:
-    r, w = ctx.resolved, ctx.workload
-    containers = ctx.gpu_containers
+    for template in ctx.pool_templates:
+        _mount(ctx, template)
+
+
+def _mount(ctx: Context, w: PodTemplate) -> None:
+    r = ctx.resolved
+    containers = ctx.gpu_containers(w)
     if not containers:
         return
-    batch = _Batch(ctx)
+    batch = _Batch(ctx, w)
     for ds_name, ds in r.datasets:
         vol = volume_name("ta-dataset", ds_name)
         source = Source("Dataset", ds_name, ("spec", "claimName"))
@@ -115,7 +121,7 @@ def mutate(ctx: Context) -> None:
 
 
 def _shm(ctx: Context, containers: list, batch: _Batch) -> None:
-    w = ctx.workload
+    w = batch.template
     size = ctx.policy.platform.shm.sizeLimit
     source = ctx.platform_source("spec", "shm", "sizeLimit")
     volume = {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": size}}
@@ -132,6 +138,11 @@ def _shm(ctx: Context, containers: list, batch: _Batch) -> None:
 
 
 def validate(ctx: Context, view: Workload) -> None:
+    for template in view.templates:
+        _shm_fits(ctx, template)
+
+
+def _shm_fits(ctx: Context, view: PodTemplate) -> None:
     volumes = {v.get("name"): v for v in view.pod_spec.get("volumes") or []
                if isinstance(v, dict) and isinstance(v.get("name"), str)}
     for ref in view.main_containers:

@@ -13,7 +13,7 @@ from ...policy.models import Action
 from ..concern import Concern, rule
 from ..context import Context
 from ..paths import field_path
-from ..workloads import Workload
+from ..workloads import PodTemplate, Workload
 from .gang import colocation_method
 
 KUEUE_REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
@@ -34,17 +34,18 @@ def mutate(ctx: Context) -> None:
     a required pod affinity on the level's node label with the Job's own pods (the first pod of a
     group that matches its own term is schedulable, so the gang can start)."""
     r, w = ctx.resolved, ctx.workload
-    if r.level is None or r.pods <= 1 or not w.is_job:
+    if r.level is None or r.gpu_pods <= 1 or not w.is_batch_job:
         return
     method = colocation_method(ctx)
     index = next(i for i, lv in enumerate(r.pool.topology.levels) if lv.name == r.level_name)  # type: ignore[union-attr]
     source = ctx.pool_source("spec", "topology", "levels", index, "nodeLabel", note=f"level {r.level_name}")
     if method == "kueue":
-        path = (*w.pod_meta_path, "annotations", KUEUE_REQUIRED_TOPOLOGY)
-        if ctx.patcher.get(path) is None:
-            ctx.inject(path, r.level.nodeLabel, "topology", source)
-        else:
-            ctx.satisfied("topology")
+        for template in ctx.pool_templates:
+            path = (*template.meta_path, "annotations", KUEUE_REQUIRED_TOPOLOGY)
+            if ctx.patcher.get(path) is None:
+                ctx.inject(path, r.level.nodeLabel, "topology", source)
+            else:
+                ctx.satisfied("topology")
     elif method == "podAffinity":
         if w.name is None:
             ctx.report(COLOCATION_UNAVAILABLE, "metadata.name",
@@ -53,11 +54,12 @@ def mutate(ctx: Context) -> None:
                        "set metadata.name")
             return
         term = {"labelSelector": {"matchLabels": {JOB_NAME_LABEL: w.name}}, "topologyKey": r.level.nodeLabel}
-        path = (*w.pod_spec_path, "affinity", "podAffinity", "requiredDuringSchedulingIgnoredDuringExecution")
-        if term in (ctx.patcher.get(path) or []):
-            ctx.satisfied("topology")
-        else:
-            ctx.inject_extend(path, [(term, source)], "topology")
+        for template in ctx.pool_templates:
+            path = (*template.spec_path, "affinity", "podAffinity", "requiredDuringSchedulingIgnoredDuringExecution")
+            if term in (ctx.patcher.get(path) or []):
+                ctx.satisfied("topology")
+            else:
+                ctx.inject_extend(path, [(term, source)], "topology")
     elif method == "native":
         if ctx.policy.platform.gang.backend.value != "native" or not r.gang:
             ctx.report(COLOCATION_UNAVAILABLE, "spec.scheduling",
@@ -66,37 +68,39 @@ def mutate(ctx: Context) -> None:
             ctx.satisfied("topology")  # the gang concern wrote the constraint with the gang
 
 
-def _gpu_path(ctx: Context, view: Workload) -> str:
-    resource = ctx.resolved.gpu_resource or ""
-    for ref in view.main_containers:
+def _gpu_path(resource: str, template: PodTemplate) -> str:
+    for ref in template.main_containers:
         limits = ((ref.body.get("resources") or {}).get("limits") or {})
         if resource in limits:
-            return field_path((*view.container_path(ref), "resources", "limits", resource))
-    return field_path((*view.pod_spec_path, "containers"))
+            return field_path((*template.container_path(ref), "resources", "limits", resource))
+    return field_path((*template.spec_path, "containers"))
 
 
 def validate(ctx: Context, view: Workload) -> None:
     r, pool = ctx.resolved, ctx.resolved.pool
     if pool is None or not r.gpus_per_pod:
         return
-    per, name, resource = pool.gpu.perNode, r.pool_name, r.gpu_resource
-    gpu_path = _gpu_path(ctx, view)
-    if r.pods > 1 and r.gpus_per_pod != per:
-        total = r.gpus_per_pod * r.pods
-        workers = max(1, ceil(total / per))
-        hint = f"set {resource}: {per} and {workers} worker{'s' if workers != 1 else ''}"
-        if workers * per != total:
-            hint += f" ({workers * per} GPUs in all)"
-        ctx.report(WHOLE_NODE, gpu_path,
-                   f"requests {r.gpus_per_pod} GPUs per worker across {r.pods} workers; pool {name} has {per} "
-                   "GPUs per node: multi-node workers must take whole nodes", hint)
-    if r.pods <= 1 and r.gpus_per_pod > per:
-        workers = ceil(r.gpus_per_pod / per)
-        ctx.report(SINGLE_NODE_FIT, gpu_path,
-                   f"requests {r.gpus_per_pod} GPUs in one pod; nodes of pool {name} have {per}: a pod cannot "
-                   "span nodes", f"run {workers} workers with {resource}: {per} as an Indexed Job")
-    nodes_needed = r.pods if r.pods > 1 else 1
-    if r.level is not None and r.pods > 1:
+    per, name, resource = pool.gpu.perNode, r.pool_name, r.gpu_resource or ""
+    templates = {t.root: t for t in view.templates}
+    for original, gpus in r.gpu_templates:
+        template = templates.get(original.root, original)
+        gpu_path = _gpu_path(resource, template)
+        if r.gpu_pods > 1 and gpus != per:
+            total = r.total_gpus
+            workers = max(1, ceil(total / per))
+            hint = f"set {resource}: {per} and {workers} worker{'s' if workers != 1 else ''}"
+            if workers * per != total:
+                hint += f" ({workers * per} GPUs in all)"
+            ctx.report(WHOLE_NODE, gpu_path,
+                       f"requests {gpus} GPUs per worker across {r.gpu_pods} workers; pool {name} has {per} "
+                       "GPUs per node: multi-node workers must take whole nodes", hint)
+        if r.gpu_pods <= 1 and gpus > per:
+            workers = ceil(gpus / per)
+            ctx.report(SINGLE_NODE_FIT, gpu_path,
+                       f"requests {gpus} GPUs in one pod; nodes of pool {name} have {per}: a pod cannot "
+                       "span nodes", f"run {workers} workers with {resource}: {per} as an Indexed Job")
+    nodes_needed = max(r.gpu_pods, 1)
+    if r.level is not None and r.gpu_pods > 1:
         known = ctx.cluster.largest_domain(pool, r.level)
         domain = known if known is not None else r.level.maxNodes
         if nodes_needed > domain:
@@ -111,7 +115,7 @@ def validate(ctx: Context, view: Workload) -> None:
             hint = (f"set {ctx.policy.keys.topology}: {bigger}" if bigger else "") + \
                    (" or " if bigger else "") + f"use at most {domain} workers"
             ctx.report(DOMAIN_FIT, f'metadata.annotations["{ctx.policy.keys.topology}"]',
-                       f"{r.pods} workers need {nodes_needed} nodes in one {r.level_name}, and the largest "
+                       f"{r.gpu_pods} workers need {nodes_needed} nodes in one {r.level_name}, and the largest "
                        f"{r.level_name} of pool {name} has {domain} nodes ({where})", hint)
 
 

@@ -1,0 +1,255 @@
+"""What every workload kind shares: a view of the object, its pod templates, and the adapter protocol.
+
+A workload is one object trainadmit decides on (a batch/v1 Job, a Pod, a PyTorchJob, a JobSet…).
+Its adapter knows the kind: where its pod templates live, the role of each, how many Pods each
+yields at once, which of them its operator puts in one gang, and where the operator reads gang,
+queue and priority settings. The engine only sees ``Workload`` and ``PodTemplate`` views, so a new
+kind is one adapter module plus its tests.
+
+The CLI reads objects as users wrote them; the server receives them after the apiserver (and, for
+custom resources, the CRD's defaults) applied. Adapters read every count with the same defaults
+the apiserver or the operator applies, so both paths reach the same decision.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from ...grammars.quantity import as_count
+from ..paths import Path, as_dict, as_list, get_path
+
+
+@dataclass(frozen=True)
+class ContainerRef:
+    """One container of a pod spec, with where it sits (for patch paths and messages)."""
+
+    group: str  # "containers" or "initContainers"
+    index: int
+    body: dict
+
+    @property
+    def name(self) -> str:
+        name = self.body.get("name")
+        return name if isinstance(name, str) else f"#{self.index}"
+
+    @property
+    def is_sidecar(self) -> bool:
+        return self.group == "initContainers" and self.body.get("restartPolicy") == "Always"
+
+
+@dataclass(frozen=True)
+class TemplateSpec:
+    """Where an adapter found a pod template: the path to the PodTemplateSpec (``()`` for a Pod,
+    whose own metadata and spec play that part), its role, the Pods it yields at once, and whether
+    the operator counts them in the workload's gang."""
+
+    root: Path
+    role: str
+    pods: int
+    in_gang: bool = True
+    label: str = ""  # how messages name it: "Worker", "workerGroupSpecs[0] (gpu-group)"
+
+
+class PodTemplate:
+    """A read-only view of one pod template of a workload. Derived values are cached properties:
+    a view describes one state of the object, so build a new one after the object changed."""
+
+    def __init__(self, obj: dict, spec: TemplateSpec):
+        self.spec = spec
+        self.root: Path = spec.root
+        self.role = spec.role
+        self.pods = spec.pods
+        self.in_gang = spec.in_gang
+        self.label = spec.label or spec.role
+        self.meta_path: Path = (*spec.root, "metadata")
+        self.spec_path: Path = (*spec.root, "spec")
+        self._obj = obj
+
+    @cached_property
+    def pod_spec(self) -> dict:
+        return as_dict(get_path(self._obj, self.spec_path))
+
+    @cached_property
+    def pod_meta(self) -> dict:
+        return as_dict(get_path(self._obj, self.meta_path))
+
+    @cached_property
+    def all_containers(self) -> list[ContainerRef]:
+        """Init containers (sidecars included) and regular containers, in that order."""
+        out = []
+        for group in ("initContainers", "containers"):
+            for index, body in enumerate(as_list(self.pod_spec.get(group))):
+                if isinstance(body, dict):
+                    out.append(ContainerRef(group, index, body))
+        return out
+
+    @cached_property
+    def main_containers(self) -> list[ContainerRef]:
+        """The regular containers: the ones that run the training process."""
+        return [ref for ref in self.all_containers if ref.group == "containers"]
+
+    @cached_property
+    def resource_names(self) -> list[str]:
+        """Every resource any container asks a positive amount of (limits or requests), first-seen order.
+        ``nvidia.com/gpu: 0`` asks for nothing: a CPU-only container that states it has no GPU."""
+        found: dict[str, None] = {}
+        for ref in self.all_containers:
+            resources = ref.body.get("resources")
+            if not isinstance(resources, dict):
+                continue
+            for section in ("limits", "requests"):
+                values = resources.get(section)
+                if isinstance(values, dict):
+                    found.update((name, None) for name, value in values.items() if as_count(value) != 0)
+        return list(found)
+
+    def container_path(self, ref: ContainerRef) -> Path:
+        return (*self.spec_path, ref.group, ref.index)
+
+    @property
+    def scheduler_name(self) -> str | None:
+        """The user's scheduler, or None when it is unset or the apiserver default."""
+        name = self.pod_spec.get("schedulerName")
+        return name if isinstance(name, str) and name and name != "default-scheduler" else None
+
+
+def count(value: Any, default: int) -> int:
+    """A non-negative whole number from a manifest (replicas, parallelism…), or the default."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else default
+
+
+class Adapter:
+    """One workload kind. Subclasses declare the kind and find its templates; the engine asks the rest.
+    The base class itself stands for "a kind trainadmit does not handle": no templates.
+
+    ``kueue_suspend``: where the kind's own suspend flag lives (Kueue admits a workload by
+    unsuspending it), None when Kueue cannot manage the kind."""
+
+    group: str = ""
+    versions: tuple[str, ...] = ("v1",)
+    kind: str = ""
+    plural: str = ""
+    operator: str = ""  # who creates its Pods, for messages ("the Kubeflow training operator")
+    kueue_suspend: Path | None = ("spec", "suspend")
+
+    @property
+    def api_versions(self) -> tuple[str, ...]:
+        return tuple(f"{self.group}/{v}" if self.group else v for v in self.versions)
+
+    def templates(self, obj: dict) -> list[TemplateSpec]:
+        return []
+
+    def child_labels(self) -> tuple[str, ...]:
+        """Labels this kind's operator puts on the Pods (and child objects) it creates."""
+        return ()
+
+
+class Workload:
+    """A read-only view of one object trainadmit decides on: identity, its pod templates, and sums."""
+
+    def __init__(self, obj: dict, adapter: Adapter):
+        self.obj = obj
+        self.adapter = adapter
+        self.kind: str = obj.get("kind", "")
+        self.api_version: str = obj.get("apiVersion", "")
+
+    # ---- identity ---------------------------------------------------------------------------
+    @cached_property
+    def meta(self) -> dict:
+        return as_dict(self.obj.get("metadata"))
+
+    @property
+    def name(self) -> str | None:
+        name = self.meta.get("name")
+        return name if isinstance(name, str) and name else None
+
+    @property
+    def generate_name(self) -> str | None:
+        name = self.meta.get("generateName")
+        return name if isinstance(name, str) and name else None
+
+    @property
+    def display_name(self) -> str:
+        return self.name or (f"{self.generate_name}<generated>" if self.generate_name else "<unnamed>")
+
+    @property
+    def namespace(self) -> str | None:
+        ns = self.meta.get("namespace")
+        return ns if isinstance(ns, str) and ns else None
+
+    @cached_property
+    def labels(self) -> dict:
+        return as_dict(self.meta.get("labels"))
+
+    @cached_property
+    def annotations(self) -> dict:
+        return as_dict(self.meta.get("annotations"))
+
+    @property
+    def controller(self) -> dict | None:
+        for ref in as_list(self.meta.get("ownerReferences")):
+            if isinstance(ref, dict) and ref.get("controller") is True:
+                return ref
+        return None
+
+    # ---- templates ----------------------------------------------------------------------------
+    @cached_property
+    def templates(self) -> list[PodTemplate]:
+        return [PodTemplate(self.obj, spec) for spec in self.adapter.templates(self.obj)]
+
+    @cached_property
+    def resource_names(self) -> list[str]:
+        found: dict[str, None] = {}
+        for template in self.templates:
+            found.update(dict.fromkeys(template.resource_names))
+        return list(found)
+
+    @property
+    def pods(self) -> int:
+        """Pods that run at once across all templates."""
+        return sum(t.pods for t in self.templates)
+
+    @property
+    def gang_size(self) -> int:
+        """Pods the operator counts in the workload's gang."""
+        return sum(t.pods for t in self.templates if t.in_gang)
+
+    @property
+    def is_batch_job(self) -> bool:
+        return self.kind == "Job" and self.api_version == "batch/v1"
+
+
+def resource_count(container: dict, resource: str) -> tuple[int | None, int | None, bool]:
+    """(limit, request, malformed) of a whole-number resource in one container.
+
+    For extended resources Kubernetes copies a limit into an unset request, so a limit alone
+    counts as both.
+    """
+    resources = as_dict(container.get("resources"))
+    limits = as_dict(resources.get("limits"))
+    requests = as_dict(resources.get("requests"))
+    limit = request = None
+    malformed = False
+    if resource in limits:
+        limit = as_count(limits[resource])
+        malformed |= limit is None
+    if resource in requests:
+        request = as_count(requests[resource])
+        malformed |= request is None
+    return limit, request, malformed
+
+
+def pod_resource_total(template: PodTemplate, resource: str) -> int:
+    """Effective per-pod amount of a resource: max(regular + sidecars, largest init container)."""
+    regular = 0
+    largest_init = 0
+    for ref in template.all_containers:
+        limit, request, _ = resource_count(ref.body, resource)
+        amount = limit if limit is not None else (request or 0)
+        if ref.group == "containers" or ref.is_sidecar:
+            regular += amount
+        else:
+            largest_init = max(largest_init, amount)
+    return max(regular, largest_init)
