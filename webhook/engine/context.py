@@ -40,6 +40,7 @@ class Context:
     companions: list[dict] = field(default_factory=list)  # objects the reconciler creates (PodGroups)
     concerns: dict[str, None] = field(default_factory=dict)  # concerns applied (injected or already met), in order
     gang_backend: str | None = None  # set by the gang concern when the workload gets (or has) our gang
+    foreign_gang: str | None = None  # another gang mechanism the object carries (then it gets none of ours)
     _gpu_containers: dict[Path, list[ContainerRef]] = field(default_factory=dict, repr=False)
 
     # ---- violations --------------------------------------------------------------------------

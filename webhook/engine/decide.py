@@ -19,12 +19,12 @@ from .clusterview import ClusterView, NoCluster
 from .concerns import custom, quota
 from .context import Context
 from .decision import Decision
-from .intent import gpu_resources_of, has_intent, resolve
+from .intent import Resolved, gpu_resources_of, has_intent, resolve
 from .patch import Patcher
 from .registry import INJECTING, MUTATIONS, VALIDATIONS
 from .request import Request
 from .shape import MALFORMED, shape_problems
-from .workloads import Workload, workload_of
+from .workloads import HANDLED_KINDS, Workload, adapter_for, workload_of
 
 
 def match(policy: PolicySet, obj: Any, namespace: str | None, user: dict | None = None) -> tuple[Workload | None, str]:
@@ -41,14 +41,19 @@ def match(policy: PolicySet, obj: Any, namespace: str | None, user: dict | None 
         return None, "not a Kubernetes object"
     workload = workload_of(obj)
     if workload is None:
-        return None, (f"kind {obj.get('apiVersion')}/{obj.get('kind')} is not handled; trainadmit acts on batch/v1 "
-                      "Jobs and on v1 Pods that no Job owns")
+        return None, (f"kind {obj.get('apiVersion')}/{obj.get('kind')} is not one trainadmit handles "
+                      f"({', '.join(sorted(HANDLED_KINDS))})")
     if policy.is_exempt(namespace):
         return None, f"namespace {namespace} is exempt"
     owner = workload.controller
-    owned_by_job = owner and owner.get("kind") == "Job" and str(owner.get("apiVersion", "")).startswith("batch/")
-    if not workload.is_batch_job and owned_by_job:
-        return None, f"pod of Job {owner.get('name')}: the Job carries trainadmit's configuration"
+    if owner is not None:
+        parent = adapter_for(owner.get("apiVersion"), owner.get("kind"))
+        if parent is not None:
+            return None, (f"created by {owner.get('kind')} {owner.get('name')}: trainadmit decided on the "
+                          f"{owner.get('kind')}, and {parent.operator} copied its configuration here")
+        if policy.keys.applied in workload.annotations:
+            return None, (f"created by {owner.get('kind')} {owner.get('name')} from a pod template trainadmit "
+                          f"already decided (it carries {policy.keys.applied})")
     if not gpu_resources_of(workload, policy) and not has_intent(workload, policy):
         return None, f"no GPU request and no {policy.platform.intentPrefix}/ intent"
     return workload, ""
@@ -73,6 +78,9 @@ def decide(policy: PolicySet, request: Request, cluster: ClusterView | None = No
     if request.operation != "CREATE":
         return _non_create(ctx)
     ctx.resolved = resolve(workload, policy, gpu_resources_of(workload, policy), ctx.report)
+    if ctx.resolved.no_pool and policy.platform.noPool == "ignore":
+        return Decision(matched=False, generation=policy.generation,
+                        reason=f"no pool fits this GPU workload ({ctx.resolved.no_pool}); Platform.spec.noPool: ignore")
     for concern in MUTATIONS:
         concern.mutate(ctx)  # type: ignore[misc]
     final_state.record_provenance(ctx, INJECTING)
@@ -103,7 +111,9 @@ def _non_create(ctx: Context) -> Decision:
     old = Workload(request.old, workload.adapter)
     ignore = lambda *a, **k: None  # noqa: E731 - intent problems were reported when the object was created
     ctx.resolved = resolve(workload, policy, gpu_resources_of(workload, policy), ignore)
-    before = resolve(old, policy, gpu_resources_of(old, policy), ignore)
+    # the stored object is well-formed in a cluster; a malformed one (a captured or fuzzed review)
+    # counts as holding nothing, so the whole new size is checked
+    before = Resolved(pods=0) if shape_problems(old) else resolve(old, policy, gpu_resources_of(old, policy), ignore)
     added = ctx.resolved.total_gpus - before.total_gpus
     if added > 0:
         quota.check(ctx, workload, extra_gpus=added)

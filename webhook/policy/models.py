@@ -171,10 +171,30 @@ class Nccl(Strict):
         return v
 
 
+class Fabric(Strict):
+    """What a workload asks for when it wants a network fabric: device-plugin resources or pod annotations."""
+
+    resources: list[str] = Field(default_factory=list, description="Extended resources that mean this fabric.")
+    annotations: list[str] = Field(default_factory=list, description="Pod annotation keys that mean this fabric.")
+
+
+def default_fabrics() -> dict[str, Fabric]:
+    """Fabrics of other clouds that the bundled pools do not provide (so a workload asking for one
+    gets no InfiniBand/RoCE pool): AWS EFA, and GKE's GPUDirect TCPX/TCPXO multi-NIC daemons."""
+    return {
+        "efa": Fabric(resources=["vpc.amazonaws.com/efa"]),
+        "gke-tcpx": Fabric(annotations=["devices.gke.io/container.tcpx-daemon"]),
+        "gke-tcpxo": Fabric(annotations=["devices.gke.io/container.tcpxo-daemon"]),
+    }
+
+
 class PoolSpec(Strict):
     """A GPU pool. Derived values used on every request are cached on first use."""
 
     gpu: GpuSpec
+    fabric: str | None = Field(
+        None, description="The pool's network fabric: a name of Platform.spec.fabrics, or unset for one no other "
+        "pool's workloads ask for; workloads asking for another fabric never get this pool.")
     default: bool = Field(False, description="Default pool for Jobs that request this GPU resource.")
     nodeSelector: dict[str, str] = Field(
         default_factory=dict, description="Node labels that select the pool; a contradicting user value is denied.")
@@ -367,6 +387,13 @@ class PlatformSpec(Strict):
         description="Resources that make a workload a GPU workload (besides every pool's own).",
     )
     gang: GangSettings = Field(default_factory=GangSettings, description="Gang backend and its settings.")
+    fabrics: dict[str, Fabric] = Field(
+        default_factory=default_fabrics,
+        description="Network fabrics by name, each with the resources or pod annotations that mean a workload "
+        "wants it; pools name theirs in Pool.spec.fabric.")
+    noPool: Literal["deny", "ignore"] = Field(
+        "deny", description="A GPU workload no pool fits (GPU type or fabric): deny it (rule intent.no-pool) or "
+        "leave it untouched.")
     defaults: Defaults = Field(default_factory=Defaults, description="Intent used when a Job names none.")
     shm: ShmSettings = Field(default_factory=ShmSettings, description="/dev/shm for GPU containers.")
     enforce: list[Enforceable] = Field(default_factory=list,
@@ -412,8 +439,10 @@ class CelValidation(Strict):
 
 class RuleSpec(Strict):
     action: Literal["deny", "warn"] = Field("deny", description="What a failed validation does.")
-    kinds: list[Literal["Job", "Pod"]] = Field(default_factory=lambda: ["Job", "Pod"],
-                                               description="Kinds the rule applies to.")
+    kinds: list[Annotated[str, Field(pattern=r"^[A-Z][A-Za-z0-9]*$")]] = Field(
+        default_factory=lambda: ["Job", "Pod"],
+        description="Kinds the rule applies to: any kind trainadmit handles (Job, Pod, PyTorchJob, MPIJob, RayCluster, "
+        "RayJob, JobSet, LeaderWorkerSet, …).")
     operations: list[Literal["CREATE", "UPDATE"]] = Field(default_factory=lambda: ["CREATE"],
                                                           description="Operations; oldObject is set on UPDATE.")
     namespaces: list[str] | None = Field(None, description="Namespace names or globs; default all.")

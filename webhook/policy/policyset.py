@@ -73,13 +73,14 @@ class IntentKeys:
     priority: str
     queue: str
     applied: str
-    podgroup: str  # label + annotation: the PodGroup the reconciler must create for this Job
+    podgroup: str  # label + annotation: the PodGroup the reconciler must create for this workload
+    workload: str  # label on the Pods of a workload whose operator labels them with nothing stable
 
     @classmethod
     def with_prefix(cls, prefix: str) -> IntentKeys:
         return cls(*(f"{prefix}/{k}" for k in
                      ("pool", "gang", "topology", "datasets", "checkpoint", "priority", "queue", "applied",
-                      "podgroup")))
+                      "podgroup", "workload")))
 
 
 @dataclass(frozen=True)
@@ -169,6 +170,11 @@ class PolicySet:
                 for name in names[1:]:
                     problems.append((self._ref("Pool", name), "spec.default",
                                      f"pools {names} are all the default for {resource}; only one may be"))
+        for name, pool in self.pools.items():
+            if pool.fabric is not None and pool.fabric not in self.platform.fabrics and pool.rdma is None:
+                problems.append((self._ref("Pool", name), "spec.fabric",
+                                 f"no fabric {pool.fabric!r} in Platform.spec.fabrics and the pool has no rdma "
+                                 f"resources to define it; known: {', '.join(sorted(self.platform.fabrics))}"))
         default_tier = self.platform.defaults.priority
         if default_tier is not None and default_tier not in self.tiers:
             problems.append((platform_ref, "spec.defaults.priority", f"no PriorityTier named {default_tier!r}"))
