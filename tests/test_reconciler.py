@@ -26,7 +26,7 @@ def _reconciler(api):
     config = client.Configuration()
     config.host = f"http://127.0.0.1:{api.port}"
     c = client.ApiClient(config)
-    return PodGroupReconciler(client.BatchV1Api(c), client.CustomObjectsApi(c), log=lambda m: None)
+    return PodGroupReconciler(client.CustomObjectsApi(c), log=lambda m: None, kinds=[("batch", "v1", "jobs")])
 
 
 def test_podgroups_for_coscheduling_and_native_pod_group(backend_policy):

@@ -60,7 +60,7 @@ def start_reconciler(namespace: str, key: str, interval: float = 5.0):
     load_config()
     log = lambda message: emit("reconciler", message=message)  # noqa: E731
     lease = LeaderLease(client.CoordinationV1Api(), namespace, "trainadmit-reconciler", identity(), log=log)
-    reconciler = PodGroupReconciler(client.BatchV1Api(), client.CustomObjectsApi(), lease, key=key, log=log)
+    reconciler = PodGroupReconciler(client.CustomObjectsApi(), lease, key=key, log=log)
     stop = threading.Event()
     threading.Thread(target=reconciler.run, args=(stop, interval), name="podgroup-reconciler", daemon=True).start()
     return stop
