@@ -196,6 +196,10 @@ class Adapter:
         """Labels this kind's operator puts on the Pods (and child objects) it creates."""
         return ()
 
+    def untemplated_pods(self, obj: dict) -> int:
+        """Pods the operator creates from no template the object holds (its built-in defaults)."""
+        return 0
+
     def gang_size(self, obj: dict, templates: list[TemplateSpec]) -> int:
         """Pods the operator counts in one gang (by default every Pod of an in-gang template)."""
         return sum(t.pods for t in templates if t.in_gang)
@@ -266,8 +270,8 @@ class Workload:
 
     @property
     def pods(self) -> int:
-        """Pods that run at once across all templates."""
-        return sum(t.pods for t in self.templates)
+        """Pods that run at once across all templates (and any the operator makes from no template)."""
+        return sum(t.pods for t in self.templates) + self.adapter.untemplated_pods(self.obj)
 
     @cached_property
     def gang_size(self) -> int:

@@ -45,6 +45,11 @@ def _cluster_templates(obj: dict, base: Path) -> list[TemplateSpec]:
     return out
 
 
+def _submitter(obj: dict) -> bool:
+    """A RayJob in K8sJobMode (the CRD default) submits from a Job of its own."""
+    return get_path(obj, ("spec", "submissionMode"), "K8sJobMode") == "K8sJobMode"
+
+
 class RayClusterAdapter(Adapter):
     group, versions, kind, plural = "ray.io", ("v1",), "RayCluster", "rayclusters"
     operator = "the KubeRay operator"
@@ -66,10 +71,13 @@ class RayJobAdapter(Adapter):
 
     def templates(self, obj: dict) -> list[TemplateSpec]:
         out = _cluster_templates(obj, ("spec", "rayClusterSpec"))
-        mode = get_path(obj, ("spec", "submissionMode"), "K8sJobMode")
-        if mode == "K8sJobMode" and isinstance(get_path(obj, ("spec", "submitterPodTemplate")), dict):
+        if _submitter(obj) and isinstance(get_path(obj, ("spec", "submitterPodTemplate")), dict):
             out.append(TemplateSpec(("spec", "submitterPodTemplate"), "submitter", 1, False, "submitterPodTemplate"))
         return out
+
+    def untemplated_pods(self, obj: dict) -> int:
+        """Without submitterPodTemplate, K8sJobMode still runs KubeRay's default submitter Pod."""
+        return 1 if _submitter(obj) and not isinstance(get_path(obj, ("spec", "submitterPodTemplate")), dict) else 0
 
     def child_labels(self) -> tuple[str, ...]:
         return ("ray.io/originated-from-cr-name", "ray.io/originated-from-crd")
