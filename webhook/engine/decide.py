@@ -32,26 +32,30 @@ def match(policy: PolicySet, obj: Any, namespace: str | None, user: dict | None 
     if user:
         name, groups = user.get("username"), user.get("groups")
         if isinstance(name, str) and name in policy.platform.exemptUsers:
-            return None, f"user {name} is exempt"
+            return None, f"user {name} is exempt (Platform.spec.exemptUsers): left alone"
         if isinstance(groups, list):
             exempt = [g for g in groups if isinstance(g, str) and g in policy.platform.exemptGroups]
             if exempt:
-                return None, f"group {exempt[0]} is exempt"
+                return None, f"group {exempt[0]} is exempt (Platform.spec.exemptGroups): left alone"
     if not isinstance(obj, dict):
         return None, "not a Kubernetes object"
     kind = (obj.get("apiVersion"), obj.get("kind"))
     if not all(isinstance(k, str) for k in kind) or kind not in HANDLED_KINDS:
-        return None, (f"kind {kind[0]}/{kind[1]} is not handled; trainadmit acts on batch/v1 Jobs and on v1 Pods "
-                      "that no Job owns")
+        return None, (f"kind {kind[0]}/{kind[1]} is left alone: trainadmit mutates and checks batch/v1 Jobs, "
+                      "and v1 Pods that no Job owns; a training operator's resource (PyTorchJob, JobSet, ...) is "
+                      "checked through the Jobs and Pods the operator creates")
     if policy.is_exempt(namespace):
-        return None, f"namespace {namespace} is exempt"
+        return None, f"namespace {namespace} is exempt (Platform.spec.exemptNamespaces): left alone"
     workload = Workload(obj)
     owner = workload.controller
     owned_by_job = owner and owner.get("kind") == "Job" and str(owner.get("apiVersion", "")).startswith("batch/")
     if not workload.is_job and owned_by_job:
-        return None, f"pod of Job {owner.get('name')}: the Job carries trainadmit's configuration"
+        return None, (f"Pod of Job {owner.get('name')}: trainadmit configured the Job's pod template when the Job "
+                      "was created, so the Job's Pods are left as they are")
     if not gpu_resources_of(workload, policy) and not has_intent(workload, policy):
-        return None, f"no GPU request and no {policy.platform.intentPrefix}/ intent"
+        resources = ", ".join(sorted(policy.gpu_resources))
+        return None, (f"not a GPU workload: no container requests a GPU resource ({resources}) and no "
+                      f"{policy.platform.intentPrefix}/ label or annotation asks for one; left alone")
     return workload, ""
 
 
