@@ -173,3 +173,14 @@ def test_a_declared_quantity_matches_in_either_form_and_a_wrong_one_fails(tmp_pa
     r = run_cli("policy", "test", str(d))
     assert "PASS  q.test.yaml:q  expects 1" in r.stdout and "PASS  q.test.yaml:q  expects '1'" in r.stdout
     assert "FAIL  q.test.yaml:q  expects '2'" in r.stdout and f"{key} is 1, expected '2'" in r.stdout
+
+
+def test_fixture_data_in_a_subfolder_of_tests_is_not_policy(tmp_path):
+    d = write_policy(tmp_path / "p")
+    (d / "tests" / "jobs").mkdir(parents=True)
+    (d / "tests" / "jobs" / "job.yaml").write_text(yaml.safe_dump(JOB))
+    suite = {"apiVersion": "trainadmit.io/v1alpha1", "kind": "PolicyTest", "metadata": {"name": "s"},
+             "cases": [{"name": "nested", "file": "jobs/job.yaml", "expect": {"allowed": True}}]}
+    (d / "tests" / "s.test.yml").write_text(yaml.safe_dump(suite))
+    assert lint(d) == ([], False)
+    assert run_cli("policy", "test", str(d)).returncode == 0

@@ -127,23 +127,26 @@ def compose_documents(text: str) -> list[tuple[int, object, object]]:
 
 def _documents(raw: bytes, display: str) -> list[tuple[int, object, object]]:
     if len(raw) > MAX_POLICY_FILE_BYTES:
-        raise PolicyError([PolicyProblem(display, None, "", f"file is larger than {MAX_POLICY_FILE_BYTES} bytes")])
+        raise PolicyError([PolicyProblem(display, None, "", f"file is larger than {MAX_POLICY_FILE_BYTES} bytes",
+                                         fix="split it into several files")])
     text = raw.decode("utf-8")
     try:
         return compose_documents(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark else None
-        raise PolicyError([PolicyProblem(display, None, "", f"not valid YAML: {exc}", line, unreadable=True)]) from exc
+        raise PolicyError([PolicyProblem(display, None, "", f"not valid YAML: {exc}", line, unreadable=True,
+                                         fix="fix the YAML syntax at that line")]) from exc
 
 
 def policy_files(directory: Path) -> list[Path]:
-    """Policy files of a directory in a stable order (hidden files and ..data symlink dirs skipped)."""
+    """Policy files of a directory in a stable order (hidden files and ..data symlink dirs skipped; test
+    suites and their fixture data, ``*.test.yaml`` and anything under a ``tests/`` folder, are not policy)."""
     return sorted(
         p for p in directory.rglob("*")
         if p.suffix in POLICY_SUFFIXES and p.is_file()
         and not any(part.startswith(".") for part in p.relative_to(directory).parts)
-        and p.parent.name != "tests" and not p.name.endswith(".test.yaml")
+        and "tests" not in p.relative_to(directory).parts[:-1] and not p.name.endswith((".test.yaml", ".test.yml"))
     )
 
 
