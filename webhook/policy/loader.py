@@ -25,7 +25,7 @@ from pydantic import BaseModel, ValidationError
 
 from .injected import injected_value_problems
 from .models import API_VERSION, DOCUMENT_KINDS, Metadata, Platform
-from .policyset import NO_SOURCE, PolicySet, SourceRef
+from .policyset import PolicySet, SourceRef
 
 try:  # libyaml's loader is ~10x faster than the pure-Python one; same results
     YAML_LOADER: Any = yaml.CSafeLoader
@@ -71,10 +71,6 @@ class PolicyError(Exception):
 
 def field_path(loc: tuple) -> str:
     """("spec", "levels", 0, "name") -> "spec.levels[0].name", as findings show a field."""
-    return _field_path(loc)
-
-
-def _field_path(loc: tuple) -> str:
     out = ""
     for part in loc:
         if isinstance(part, int):
@@ -220,7 +216,7 @@ def schema_problems(model: type[BaseModel], exc: ValidationError, display: str, 
     for err in exc.errors():
         loc = tuple(err["loc"])
         message = err["msg"].removeprefix("Value error, ")
-        out.append(PolicyProblem(display, document, _field_path(loc), message, field_line(node, loc) or line,
+        out.append(PolicyProblem(display, document, field_path(loc), message, field_line(node, loc) or line,
                                  fix=schema_fix(model, loc, err["type"])))
     return out
 
@@ -251,12 +247,9 @@ class LoadReport:
 
     def problem(self, kind: str, name: str, loc: tuple, message: str, fix: str, severity: str = "error",
                 shown_as: str | None = None) -> PolicyProblem:
-        """A problem of a loaded document's field, at that field's line."""
-        if (kind, name) not in self.nodes:
-            return PolicyProblem("<policy>", None, shown_as or _field_path(loc), message, None, severity=severity,
-                                 fix=fix)
+        """A problem of a loaded document's field (``(kind, name)`` in ``nodes``), at that field's line."""
         file, document, node = self.nodes[(kind, name)]
-        return PolicyProblem(file, document, shown_as or _field_path(loc), message,
+        return PolicyProblem(file, document, shown_as or field_path(loc), message,
                              field_line(node, loc) or node.start_mark.line + 1, severity=severity, fix=fix)
 
 
@@ -270,6 +263,63 @@ def _stand_in_platform() -> Platform:
     return Platform(apiVersion=API_VERSION, kind="Platform", metadata=Metadata(name="platform"))
 
 
+@dataclass
+class _Documents:
+    """The documents of a directory as they are read: the ones that loaded, and what is known of the rest."""
+
+    loaded: dict[str, dict[str, Any]] = field(default_factory=lambda: {kind: {} for kind in DOCUMENT_KINDS})
+    unresolved: dict[str, set[str]] = field(default_factory=lambda: {kind: set() for kind in DOCUMENT_KINDS})
+    sources: dict[tuple[str, str], SourceRef] = field(default_factory=dict)
+    nodes: dict[tuple[str, str], tuple[str, int, Any]] = field(default_factory=dict)
+    platforms_seen: list[tuple[str, int, int]] = field(default_factory=list)  # (file, document, line), valid or not
+
+    def add(self, display: str, index: int, data: object, node: Any) -> list[PolicyProblem]:
+        """The problems of one document; a document that loads is kept."""
+        line = node.start_mark.line + 1
+        if not isinstance(data, dict):
+            return [PolicyProblem(display, index, "", "a policy document must be a mapping", line,
+                                  fix="start the document with apiVersion, kind, metadata and spec")]
+        kind = data.get("kind")
+        if data.get("apiVersion") != API_VERSION:
+            return [PolicyProblem(display, index, "apiVersion",
+                                  f"must be {API_VERSION}, got {data.get('apiVersion')!r}",
+                                  field_line(node, ("apiVersion",)) or line, fix=f"set apiVersion: {API_VERSION}")]
+        model = DOCUMENT_KINDS.get(kind) if isinstance(kind, str) else None
+        if model is None:
+            if kind == "PolicyTest":
+                fix = "policy tests go in files named *.test.yaml or under tests/"
+            else:
+                close = difflib.get_close_matches(str(kind), list(DOCUMENT_KINDS), n=1)
+                fix = f"did you mean {close[0]}?" if close else f"use one of {', '.join(DOCUMENT_KINDS)}"
+            return [PolicyProblem(display, index, "kind", f"unknown kind {kind!r}; one of {', '.join(DOCUMENT_KINDS)}",
+                                  field_line(node, ("kind",)) or line, fix=fix)]
+        if kind == "Platform":
+            self.platforms_seen.append((display, index, line))
+        out = [PolicyProblem(display, index, field_path(p.loc), p.message, field_line(node, p.loc) or line,
+                             severity=p.severity, fix=p.fix) for p in injected_value_problems(kind, data)]
+        metadata = data.get("metadata")
+        raw_name = metadata.get("name") if isinstance(metadata, dict) else None
+        try:
+            doc = model.model_validate(data)
+        except ValidationError as exc:
+            if isinstance(raw_name, str):
+                self.unresolved[kind].add(raw_name)
+            return out + schema_problems(model, exc, display, index, node, line)
+        name = doc.metadata.name  # type: ignore[attr-defined]
+        if name in self.loaded[kind]:
+            first = self.sources[(kind, name)]
+            return [*out, PolicyProblem(display, index, "metadata.name",
+                                        f"{kind} {name!r} is already defined in {first.file}:{first.line}",
+                                        field_line(node, ("metadata", "name")) or line, fix="rename one of them")]
+        self.loaded[kind][name] = doc
+        self.sources[(kind, name)] = SourceRef(display, line, index)
+        self.nodes[(kind, name)] = (display, index, node)
+        return out
+
+    def specs(self, kind: str) -> dict[str, Any]:
+        return {name: doc.spec for name, doc in self.loaded[kind].items()}
+
+
 def inspect_policy_dir(directory: str | Path, builtin_rules: Collection[str]) -> LoadReport:
     """Parse and check every policy document under ``directory`` and report every problem.
 
@@ -280,11 +330,7 @@ def inspect_policy_dir(directory: str | Path, builtin_rules: Collection[str]) ->
         return LoadReport(str(directory), None, [PolicyProblem(str(directory), None, "", "policy directory does not "
                                                                "exist", unreadable=True, fix="check the path")])
     problems: list[PolicyProblem] = []
-    docs: dict[str, dict[str, object]] = {kind: {} for kind in DOCUMENT_KINDS}
-    unresolved: dict[str, set[str]] = {kind: set() for kind in DOCUMENT_KINDS}  # defined, but did not load
-    sources: dict[tuple[str, str], SourceRef] = {}
-    nodes: dict[tuple[str, str], tuple[str, int, Any]] = {}
-    platforms_seen: list[tuple[str, int, int]] = []
+    docs = _Documents()
     digest = hashlib.sha256()
     files = policy_files(root)
     for path in files:
@@ -301,79 +347,33 @@ def inspect_policy_dir(directory: str | Path, builtin_rules: Collection[str]) ->
                                               fix="save the file as UTF-8"))
             continue
         for index, data, node in documents:
-            problems.extend(_document(display, index, data, node, docs, unresolved, sources, nodes, platforms_seen))
+            problems.extend(docs.add(display, index, data, node))
     if not files:
         problems.append(PolicyProblem(str(directory), None, "", "no policy files (*.yaml, *.yml, *.json)",
                                       unreadable=True, fix="`trainadmit policy init DIR` writes a minimal policy set"))
-    elif len(platforms_seen) != 1:
-        problems.extend(_platform_count(str(directory), platforms_seen))
-    valid_platforms = list(docs["Platform"].values())
-    platform = valid_platforms[0] if len(valid_platforms) == 1 and len(platforms_seen) == 1 else _stand_in_platform()
-    assert isinstance(platform, Platform)
+    elif len(docs.platforms_seen) != 1:
+        problems.extend(_platform_count(str(directory), docs.platforms_seen))
+    platforms = list(docs.loaded["Platform"].values())
+    platform = platforms[0] if len(platforms) == 1 and len(docs.platforms_seen) == 1 else _stand_in_platform()
     policy, cross = PolicySet.build(
         builtin_rules,
-        unresolved=unresolved,
+        unresolved=docs.unresolved,
         platform_doc=platform,
-        pools={n: d.spec for n, d in docs["Pool"].items()},  # type: ignore[attr-defined]
-        datasets={n: d.spec for n, d in docs["Dataset"].items()},  # type: ignore[attr-defined]
-        checkpoints={n: d.spec for n, d in docs["CheckpointClass"].items()},  # type: ignore[attr-defined]
-        tiers={n: d.spec for n, d in docs["PriorityTier"].items()},  # type: ignore[attr-defined]
-        quotas={n: d.spec for n, d in docs["Quota"].items()},  # type: ignore[attr-defined]
-        rules={n: d.spec for n, d in docs["Rule"].items()},  # type: ignore[attr-defined]
-        sources=sources,
+        pools=docs.specs("Pool"),
+        datasets=docs.specs("Dataset"),
+        checkpoints=docs.specs("CheckpointClass"),
+        tiers=docs.specs("PriorityTier"),
+        quotas=docs.specs("Quota"),
+        rules=docs.specs("Rule"),
+        sources=docs.sources,
         generation=digest.hexdigest()[:12],
     )
-    report = LoadReport(str(directory), policy, problems, nodes)
-    for ref, loc, message, fix in cross:
-        if ref is NO_SOURCE:
-            continue
-        kind_name = next(k for k, v in sources.items() if v is ref)
-        problems.append(report.problem(*kind_name, loc, message, fix))
+    report = LoadReport(str(directory), policy, problems, docs.nodes)
+    for (kind, name), loc, message, fix in cross:
+        if (kind, name) in docs.nodes:  # not the stand-in Platform, whose own error is reported
+            problems.append(report.problem(kind, name, loc, message, fix))
     problems.sort(key=sort_key)
     return report
-
-
-def _document(display: str, index: int, data: object, node: Any, docs: dict, unresolved: dict, sources: dict,
-              nodes: dict, platforms_seen: list) -> list[PolicyProblem]:
-    """The problems of one document; a document that loads is added to ``docs``."""
-    line = node.start_mark.line + 1
-    if not isinstance(data, dict):
-        return [PolicyProblem(display, index, "", "a policy document must be a mapping", line,
-                              fix="start the document with apiVersion, kind, metadata and spec")]
-    kind = data.get("kind")
-    if data.get("apiVersion") != API_VERSION:
-        return [PolicyProblem(display, index, "apiVersion", f"must be {API_VERSION}, got {data.get('apiVersion')!r}",
-                              field_line(node, ("apiVersion",)) or line, fix=f"set apiVersion: {API_VERSION}")]
-    model = DOCUMENT_KINDS.get(kind) if isinstance(kind, str) else None
-    if model is None:
-        if kind == "PolicyTest":
-            fix = "policy tests go in files named *.test.yaml or under tests/"
-        else:
-            close = difflib.get_close_matches(str(kind), list(DOCUMENT_KINDS), n=1)
-            fix = f"did you mean {close[0]}?" if close else f"use one of {', '.join(DOCUMENT_KINDS)}"
-        return [PolicyProblem(display, index, "kind", f"unknown kind {kind!r}; one of {', '.join(DOCUMENT_KINDS)}",
-                              field_line(node, ("kind",)) or line, fix=fix)]
-    if kind == "Platform":
-        platforms_seen.append((display, index, line))
-    out = [PolicyProblem(display, index, _field_path(p.loc), p.message, field_line(node, p.loc) or line,
-                         severity=p.severity, fix=p.fix) for p in injected_value_problems(kind, data)]
-    raw_name = (data.get("metadata") or {}).get("name") if isinstance(data.get("metadata"), dict) else None
-    try:
-        doc = model.model_validate(data)
-    except ValidationError as exc:
-        if isinstance(raw_name, str):
-            unresolved[kind].add(raw_name)
-        return out + schema_problems(model, exc, display, index, node, line)
-    name = doc.metadata.name  # type: ignore[attr-defined]
-    if name in docs[kind]:
-        first = sources[(kind, name)]
-        return [*out, PolicyProblem(display, index, "metadata.name",
-                                    f"{kind} {name!r} is already defined in {first.file}:{first.line}",
-                                    field_line(node, ("metadata", "name")) or line, fix="rename one of them")]
-    docs[kind][name] = doc
-    sources[(kind, name)] = SourceRef(display, line, index)
-    nodes[(kind, name)] = (display, index, node)
-    return out
 
 
 def _platform_count(directory: str, seen: list[tuple[str, int, int]]) -> list[PolicyProblem]:

@@ -64,10 +64,8 @@ class SourceRef:
     document: int
 
 
-NO_SOURCE = SourceRef("<policy>", 0, 0)  # a document the set does not know (a stand-in for one that failed)
-
-# (where the document is, field location, message, fix)
-CrossProblem = tuple[SourceRef, tuple, str, str]
+# (the document's kind and name, field location, message, fix)
+CrossProblem = tuple[tuple[str, str], tuple, str, str]
 
 
 @dataclass(frozen=True)
@@ -159,9 +157,6 @@ class PolicySet:
     def platform_name(self) -> str:
         return self.platform_doc.metadata.name
 
-    def _ref(self, kind: str, name: str) -> SourceRef:
-        return self.sources.get((kind, name), NO_SOURCE)
-
     def _cross_check(self, builtin_rules: Collection[str], unresolved: Mapping[str, Collection[str]]
                      ) -> list[CrossProblem]:
         problems: list[CrossProblem] = []
@@ -176,9 +171,9 @@ class PolicySet:
                 return f"did you mean {close[0]}?"
             return f"define {kind} {name}, or use one of: {', '.join(names)}" if names else f"define {kind} {name}"
 
-        platform_ref = self._ref("Platform", self.platform_doc.metadata.name)
+        platform_ref = ("Platform", self.platform_doc.metadata.name)
         for name, loc, message in self.compile_problems:
-            problems.append((self._ref("Rule", name), loc, message,
+            problems.append((("Rule", name), loc, message,
                              "fix the CEL expression (the language of ValidatingAdmissionPolicy)"))
         custom = set(self.rules) | set(unresolved.get("Rule", ()))
         for rule in self.platform.rules:
@@ -194,7 +189,7 @@ class PolicySet:
         for resource, names in by_resource.items():
             if len(names) > 1:
                 for name in names[1:]:
-                    problems.append((self._ref("Pool", name), ("spec", "default"),
+                    problems.append((("Pool", name), ("spec", "default"),
                                      f"pools {names} are all the default for {resource}; only one may be",
                                      f"keep default: true on one pool for {resource}"))
         default_tier = self.platform.defaults.priority
@@ -209,11 +204,11 @@ class PolicySet:
         for name, quota in self.quotas.items():
             for i, pool in enumerate(quota.allowedPools or []):
                 if missing("Pool", pool, self.pools):
-                    problems.append((self._ref("Quota", name), ("spec", "allowedPools", i), f"no Pool named {pool!r}",
+                    problems.append((("Quota", name), ("spec", "allowedPools", i), f"no Pool named {pool!r}",
                                      instead("Pool", pool, self.pools)))
             for i, tier in enumerate(quota.allowedPriorities or []):
                 if missing("PriorityTier", tier, self.tiers):
-                    problems.append((self._ref("Quota", name), ("spec", "allowedPriorities", i),
+                    problems.append((("Quota", name), ("spec", "allowedPriorities", i),
                                      f"no PriorityTier named {tier!r}", instead("PriorityTier", tier, self.tiers)))
         return problems
 
