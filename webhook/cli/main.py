@@ -38,8 +38,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     policy = sub.add_parser("policy", help="work with policy directories")
     psub = policy.add_subparsers(dest="policy_command", required=True)
-    lint = psub.add_parser("lint", help="check a policy directory")
+    init = psub.add_parser("init", help="write a minimal, commented policy set with an example test")
+    init.add_argument("dir", help="a new or empty directory")
+    init.set_defaults(func=_lazy("policy", "cmd_policy_init"))
+    lint = psub.add_parser("lint", help="check a policy directory and its test suites (every problem at once)")
     lint.add_argument("dir", nargs="?", default=DEFAULT_POLICY_DIR)
+    lint.add_argument("--strict", action="store_true", help="warnings fail too (exit 1)")
     lint.set_defaults(func=_lazy("policy", "cmd_policy_lint"))
     schema = psub.add_parser("schema", help="print the JSON Schema of policy documents")
     schema.set_defaults(func=_lazy("policy", "cmd_policy_schema"))

@@ -32,30 +32,35 @@ def match(policy: PolicySet, obj: Any, namespace: str | None, user: dict | None 
     if user:
         name, groups = user.get("username"), user.get("groups")
         if isinstance(name, str) and name in policy.platform.exemptUsers:
-            return None, f"user {name} is exempt"
+            return None, f"user {name} is exempt (Platform.spec.exemptUsers): left alone"
         if isinstance(groups, list):
             exempt = [g for g in groups if isinstance(g, str) and g in policy.platform.exemptGroups]
             if exempt:
-                return None, f"group {exempt[0]} is exempt"
+                return None, f"group {exempt[0]} is exempt (Platform.spec.exemptGroups): left alone"
     if not isinstance(obj, dict):
         return None, "not a Kubernetes object"
     workload = workload_of(obj)
     if workload is None:
-        return None, (f"kind {obj.get('apiVersion')}/{obj.get('kind')} is not one trainadmit handles "
-                      f"({', '.join(sorted(HANDLED_KINDS))})")
+        return None, (f"kind {obj.get('apiVersion')}/{obj.get('kind')} is left alone: trainadmit decides on "
+                      f"{', '.join(sorted(HANDLED_KINDS))} (and the objects their controllers create are decided "
+                      "through them)")
     if policy.is_exempt(namespace):
-        return None, f"namespace {namespace} is exempt"
+        return None, f"namespace {namespace} is exempt (Platform.spec.exemptNamespaces): left alone"
     owner = workload.controller
     if owner is not None:
         parent = adapter_for(owner.get("apiVersion"), owner.get("kind"))
         if parent is not None:
-            return None, (f"created by {owner.get('kind')} {owner.get('name')}: trainadmit decided on the "
-                          f"{owner.get('kind')}, and {parent.operator} copied its configuration here")
+            kind = owner.get("kind")
+            return None, (f"created by {kind} {owner.get('name')}: trainadmit configured the {kind} when the {kind} "
+                          f"was created, and {parent.operator} copied that configuration here, so this object is "
+                          "left as the controller made this object")
         if policy.keys.applied in workload.annotations:
             return None, (f"created by {owner.get('kind')} {owner.get('name')} from a pod template trainadmit "
                           f"already decided (it carries {policy.keys.applied})")
     if not gpu_resources_of(workload, policy) and not has_intent(workload, policy):
-        return None, f"no GPU request and no {policy.platform.intentPrefix}/ intent"
+        resources = ", ".join(sorted(policy.gpu_resources))
+        return None, (f"not a GPU workload: no container requests a GPU resource ({resources}) and no "
+                      f"{policy.platform.intentPrefix}/ label or annotation asks for one; left alone")
     return workload, ""
 
 

@@ -44,8 +44,8 @@ class CompiledRule:
         object.__setattr__(self, "reads_managed_fields", any("managedFields" in p.source for p in programs))
 
 
-def compile_rules(rules: dict[str, RuleSpec]) -> tuple[list[CompiledRule], list[tuple[str, str, str]]]:
-    """Compile every expression; problems are (rule name, field path, message)."""
+def compile_rules(rules: dict[str, RuleSpec]) -> tuple[list[CompiledRule], list[tuple[str, tuple, str]]]:
+    """Compile every expression; problems are (rule name, field location, message), every one of them."""
     compiled, problems = [], []
     for name in sorted(rules):
         spec = rules[name]
@@ -56,18 +56,23 @@ def compile_rules(rules: dict[str, RuleSpec]) -> tuple[list[CompiledRule], list[
                 try:
                     items.append((item.name, compile_expression(item.expression)))
                 except CelError as exc:
-                    problems.append((name, f"spec.{field_name}[{i}].expression", str(exc)))
+                    problems.append((name, ("spec", field_name, i, "expression"), str(exc)))
                     ok = False
         validations = []
         for i, v in enumerate(spec.validations):
-            try:
-                program = compile_expression(v.expression)
-                message_program = compile_expression(v.messageExpression) if v.messageExpression else None
-            except CelError as exc:
-                problems.append((name, f"spec.validations[{i}].expression", str(exc)))
-                ok = False
-                continue
-            validations.append(CompiledValidation(program, v.message, message_program, v.path, v.hint))
+            programs: dict[str, Program | None] = {"expression": None, "messageExpression": None}
+            for key, source in (("expression", v.expression), ("messageExpression", v.messageExpression)):
+                if source is None:
+                    continue
+                try:
+                    programs[key] = compile_expression(source)
+                except CelError as exc:
+                    problems.append((name, ("spec", "validations", i, key), str(exc)))
+                    ok = False
+            program = programs["expression"]
+            if program is not None:
+                validations.append(CompiledValidation(program, v.message, programs["messageExpression"], v.path,
+                                                      v.hint))
         if ok:
             compiled.append(CompiledRule(name, spec, tuple(named["matchConditions"]), tuple(validations),
                                          tuple(named["variables"])))

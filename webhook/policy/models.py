@@ -15,8 +15,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..grammars.nccl import check_nccl_value
-from ..grammars.quantity import QuantityError, parse_quantity
+from ..grammars.quantity import QuantityError, as_count, parse_quantity
 
 API_VERSION = "trainadmit.io/v1alpha1"
 
@@ -115,15 +114,21 @@ class Topology(Strict):
 
     @model_validator(mode="after")
     def _levels(self) -> Topology:
+        # every problem at once: a validator that stops at the first makes the author run lint once per mistake
         names = [lv.name for lv in self.levels]
-        _unique(names, "topology level")
+        problems = []
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            problems.append(f"topology level names repeat: {', '.join(repeated)}")
         if "any" in names:
-            raise ValueError("'any' is reserved: it means 'no colocation'")
+            problems.append("'any' is reserved: it means 'no colocation'")
         sizes = [lv.maxNodes for lv in self.levels]
         if sizes != sorted(sizes):
-            raise ValueError("topology levels must go from the smallest domain to the largest (maxNodes ascending)")
+            problems.append("topology levels must go from the smallest domain to the largest (maxNodes ascending)")
         if self.default != "any" and self.default not in names:
-            raise ValueError(f"default level {self.default!r} is not one of {names} or 'any'")
+            problems.append(f"default level {self.default!r} is not one of {names} or 'any'")
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
 
     def level(self, name: str) -> TopologyLevel | None:
@@ -131,18 +136,27 @@ class Topology(Strict):
 
 
 class Rdma(Strict):
-    resources: dict[str, int] = Field(default_factory=dict, description="Extended RDMA resources per GPU container.")
+    resources: dict[str, int | str] = Field(
+        default_factory=dict,
+        description="Extended RDMA resources per GPU container: whole quantities, injected as written (1 or \"1\").")
     networks: list[str] = Field(default_factory=list, description="Multus networks: [namespace/]name[@ifname].")
     ipcLock: bool = Field(True, description="Add CAP_IPC_LOCK to GPU containers (RDMA pins memory).")
 
-    @field_validator("resources")
+    @field_validator("resources", mode="before")
     @classmethod
-    def _res(cls, v: dict[str, int]) -> dict[str, int]:
+    def _res(cls, v: object) -> object:
+        """Kept in the form the policy declares (the apiserver takes an int or a string quantity and
+        canonicalizes it), so that what a policy test expects is what the policy says."""
+        if not isinstance(v, dict):
+            return v
+        problems = []
         for name, count in v.items():
-            if not RESOURCE_NAME_RE.match(name) or "/" not in name:
-                raise ValueError(f"{name!r} is not an extended resource name")
-            if count < 1:
-                raise ValueError(f"{name}: count must be at least 1")
+            if not isinstance(name, str) or not RESOURCE_NAME_RE.match(name) or "/" not in name:
+                problems.append(f"{name!r} is not an extended resource name (domain/name)")
+            elif isinstance(count, bool) or not isinstance(count, int | str) or not (as_count(count) or 0) >= 1:
+                problems.append(f"{name}: {count!r} is not a whole quantity of at least 1")
+        if problems:
+            raise ValueError("; ".join(problems))
         return v
 
     @field_validator("networks")
@@ -156,18 +170,20 @@ class Rdma(Strict):
 
 
 class Nccl(Strict):
+    """NCCL variables checked like a user's: grammar errors stop the load, the rest are lint warnings.
+
+    The checks are in ``policy.injected``, run by the loader on the raw document: each variable is
+    reported at its own line, all in one run (a field validator here would stop at the first)."""
+
     env: dict[str, str] = Field(
         default_factory=dict, description="NCCL variables set on every GPU container; checked against NCCL's grammar.")
 
     @field_validator("env")
     @classmethod
     def _env(cls, v: dict[str, str]) -> dict[str, str]:
-        for name, value in v.items():
-            if not ENV_NAME_RE.match(name):
-                raise ValueError(f"{name!r} is not an environment variable name")
-            problem = check_nccl_value(name, value)
-            if problem and problem.severity == "error":
-                raise ValueError(f"{name}={value!r}: {problem.message}")
+        bad = [name for name in v if not ENV_NAME_RE.match(name)]
+        if bad:
+            raise ValueError(f"{', '.join(map(repr, bad))}: not environment variable names")
         return v
 
 
