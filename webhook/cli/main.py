@@ -57,6 +57,12 @@ def build_parser() -> argparse.ArgumentParser:
     cm.add_argument("--name", default="trainadmit-policies")
     cm.add_argument("--namespace", default="trainadmit-system")
     cm.set_defaults(func=_lazy("policy", "cmd_policy_configmap"))
+    hooks = psub.add_parser("webhooks", help="print the webhook configurations for the handled kinds and this policy")
+    hooks.add_argument("dir", nargs="?", default=DEFAULT_POLICY_DIR)
+    hooks.add_argument("--name", default="trainadmit", help="webhook configuration name")
+    hooks.add_argument("--namespace", default="trainadmit-system", help="the webhook Service's namespace")
+    hooks.add_argument("--service", default="trainadmit", help="the webhook Service's name")
+    hooks.set_defaults(func=_lazy("policy", "cmd_policy_webhooks"))
 
     srv = sub.add_parser("serve", help="run the HTTPS admission webhook (POST /mutate, /validate)")
     srv.add_argument("-p", "--policy", default=DEFAULT_POLICY_DIR)

@@ -94,3 +94,13 @@ def cmd_policy_configmap(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     print(policy_configmap(args.dir, args.name, args.namespace), end="")
     return EXIT_OK
+
+
+def cmd_policy_webhooks(args: argparse.Namespace) -> int:
+    from ..authoring.webhooks import webhook_configurations
+
+    policy = load_policy_or_report(args.dir)
+    if policy is None:
+        return EXIT_ERROR
+    print(webhook_configurations(policy, args.name, args.namespace, args.service), end="")
+    return EXIT_OK

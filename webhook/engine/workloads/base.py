@@ -179,6 +179,10 @@ class Adapter:
     kueue_suspend: Path | None = ("spec", "suspend")
     # backend name (native, coscheduling, volcano, kueue) -> how this kind joins that backend's gang
     gangs: dict[str, Gang] = {}
+    # where the pod templates are, as path patterns: "*" any map value, "[]" any list item; the webhook
+    # configuration's matchConditions are generated from them (tests/test_operators.py checks that every
+    # template ``templates()`` finds is an instance of one)
+    template_patterns: tuple[Path, ...] = ()
     # a label every Pod of the workload carries, to select them all for topology colocation; None:
     # trainadmit puts its own workload label on the templates
     pods_label: str | None = None

@@ -34,6 +34,7 @@ class JobAdapter(Adapter):
     operator = "the Job controller"
     gangs = {b: Gang(GangMethod.job) for b in ("native", "coscheduling", "volcano", "kueue")}
     pods_label = "batch.kubernetes.io/job-name"
+    template_patterns = (JOB_TEMPLATE,)
 
     def templates(self, obj: dict) -> list[TemplateSpec]:
         return [TemplateSpec(JOB_TEMPLATE, "worker", parallelism(obj), True, "spec.template")]

@@ -22,6 +22,7 @@ class JobSetAdapter(Adapter):
     gangs = {"native": Gang(GangMethod.templates), "coscheduling": Gang(GangMethod.templates),
              "volcano": Gang(GangMethod.templates), "kueue": Gang(GangMethod.kueue)}
     pods_label = JOBSET_NAME
+    template_patterns = (("spec", "replicatedJobs", "[]", "template", "spec", "template"),)
 
     def templates(self, obj: dict) -> list[TemplateSpec]:
         out = []

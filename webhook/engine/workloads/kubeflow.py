@@ -45,6 +45,7 @@ class PyTorchJobAdapter(Adapter):
         "kueue": Gang(GangMethod.kueue),
     }
     pods_label = "training.kubeflow.org/job-name"
+    template_patterns = (("spec", "pytorchReplicaSpecs", "*", "template"),)
 
     def templates(self, obj: dict) -> list[TemplateSpec]:
         return _replica_templates(obj, "pytorchReplicaSpecs", {"Master": 1, "Worker": 1})
@@ -73,6 +74,7 @@ class MPIJobV1Adapter(Adapter):
         "kueue": Gang(GangMethod.unsupported, reason="Kueue manages kubeflow.org/v2beta1 MPIJobs only"),
     }
     pods_label = "training.kubeflow.org/job-name"
+    template_patterns = (("spec", "mpiReplicaSpecs", "*", "template"),)
 
     def templates(self, obj: dict) -> list[TemplateSpec]:
         return _replica_templates(obj, "mpiReplicaSpecs", {"Launcher": 1, "Worker": 0})
@@ -93,6 +95,7 @@ class MPIJobV2Adapter(Adapter):
         "kueue": Gang(GangMethod.kueue),
     }
     pods_label = "training.kubeflow.org/job-name"
+    template_patterns = (("spec", "mpiReplicaSpecs", "*", "template"),)
 
     def templates(self, obj: dict) -> list[TemplateSpec]:
         # the launcher is one batch/v1 Job's Pod; workers are Pods of the MPIJob

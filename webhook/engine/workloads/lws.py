@@ -32,6 +32,8 @@ class LeaderWorkerSetAdapter(Adapter):
     }
     pods_label = "leaderworkerset.sigs.k8s.io/name"
     group_label = "leaderworkerset.sigs.k8s.io/group-index"
+    template_patterns = (("spec", "leaderWorkerTemplate", "leaderTemplate"),
+                         ("spec", "leaderWorkerTemplate", "workerTemplate"))
 
     def templates(self, obj: dict) -> list[TemplateSpec]:
         base = ("spec", "leaderWorkerTemplate")

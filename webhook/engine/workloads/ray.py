@@ -55,6 +55,7 @@ class RayClusterAdapter(Adapter):
     operator = "the KubeRay operator"
     gangs = _GANGS
     pods_label = "ray.io/cluster"
+    template_patterns = (("spec", "headGroupSpec", "template"), ("spec", "workerGroupSpecs", "[]", "template"))
 
     def templates(self, obj: dict) -> list[TemplateSpec]:
         return _cluster_templates(obj, ("spec",))
@@ -68,6 +69,9 @@ class RayJobAdapter(Adapter):
     operator = "the KubeRay operator"
     gangs = _GANGS
     pods_label = None  # its RayCluster's name is generated: trainadmit labels the templates itself
+    template_patterns = (("spec", "rayClusterSpec", "headGroupSpec", "template"),
+                         ("spec", "rayClusterSpec", "workerGroupSpecs", "[]", "template"),
+                         ("spec", "submitterPodTemplate"))
 
     def templates(self, obj: dict) -> list[TemplateSpec]:
         out = _cluster_templates(obj, ("spec", "rayClusterSpec"))

@@ -26,6 +26,7 @@ class VolcanoJobAdapter(Adapter):
     gangs = {"native": _ALWAYS, "coscheduling": _ALWAYS, "volcano": _ALWAYS,
              "kueue": Gang(GangMethod.unsupported, reason="Kueue has no Volcano Job integration")}
     pods_label = "volcano.sh/job-name"
+    template_patterns = (("spec", "tasks", "[]", "template"),)
 
     def templates(self, obj: dict) -> list[TemplateSpec]:
         out = []
