@@ -323,3 +323,23 @@ def test_custom_rules_can_target_operator_kinds(tmp_path):
     bad["spec"]["kinds"] = ["PyTorchJobs"]
     with pytest.raises(PolicyError, match="not a kind trainadmit handles"):
         load_policy(write_policy(tmp_path / "bad", extra=[bad]))
+
+
+def test_the_readme_operator_table_is_generated_from_the_adapters():
+    from conftest import ROOT
+
+    from trainadmit.authoring.operators import BEGIN, END, operator_table_markdown
+
+    text = (ROOT / "README.md").read_text()
+    assert text[text.index(BEGIN):text.index(END) + len(END)] + "\n" == operator_table_markdown()
+
+
+def test_every_template_found_is_an_instance_of_a_declared_pattern():
+    """The webhook's matchConditions are generated from the patterns; templates() must not find more."""
+    def instance(path, pattern):
+        return len(path) == len(pattern) and all(q in ("*", "[]") or p == q for p, q in zip(path, pattern, strict=True))
+
+    for file, index, _, _ in EXPECTED:
+        workload = workload_of(document(file, index))
+        for template in workload.templates:
+            assert any(instance(template.root, p) for p in workload.adapter.template_patterns), (file, template.root)
