@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import copy
 import shutil
 import subprocess
 import sys
@@ -12,10 +11,11 @@ from functools import cache
 import pytest
 import yaml
 from conftest import EXAMPLES, FIXTURES, POLICIES, ROOT, load_yaml, review, schema_errors
+from helpers import with_gpus
 
 from trainadmit.cluster.reconciler import podgroup_kinds
 from trainadmit.engine import match
-from trainadmit.engine.workloads import ADAPTERS, adapter_for, workload_of
+from trainadmit.engine.workloads import ADAPTERS, adapter_for
 
 OVERLAYS = ["default", "cert-manager", "in-cluster-certs"]
 CERT_MANAGER_KINDS = {"Issuer", "Certificate"}  # CRDs: not in the Kubernetes schemas
@@ -161,11 +161,7 @@ def _objects():
             if adapter_for(doc.get("apiVersion"), doc.get("kind")) is None:
                 continue
             out.append(doc)
-            gpu = copy.deepcopy(doc)  # the same custom resource asking for GPUs in every container
-            for template in workload_of(gpu).templates:
-                for ref in template.main_containers:
-                    ref.body.setdefault("resources", {}).setdefault("limits", {})["nvidia.com/gpu"] = 8
-            out.append(gpu)
+            out.append(with_gpus(doc))  # the same custom resource asking for GPUs in every container
     return [o for o in out if adapter_for(o.get("apiVersion"), o.get("kind")) is not None]
 
 

@@ -17,7 +17,7 @@ import jsonschema
 import pytest
 from conftest import BACKENDS, FIXTURES, apply_patch, deep, load_yaml, schema_errors, write_policy
 from crd_prune import crd_schema, pruned
-from helpers import rules_of
+from helpers import rules_of, with_gpus
 
 from trainadmit.engine import Request, decide, load_policy
 from trainadmit.engine.workloads import workload_of
@@ -34,6 +34,8 @@ CRDS = {
     ("jobset.x-k8s.io/v1alpha2", "JobSet"): ("jobset/crds/jobset.x-k8s.io_jobsets.yaml", "v1alpha2"),
     ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"): ("lws/crds/leaderworkerset.x-k8s.io_leaderworkersets.yaml",
                                                           "v1"),
+    ("trainer.kubeflow.org/v1alpha1", "TrainJob"): ("kubeflow-trainer-v2/crds/trainer.kubeflow.org_trainjobs.yaml",
+                                                    "v1alpha1"),
 }
 
 # (file under tests/fixtures, document index, Pods at once, Pods in one gang): from the operators'
@@ -46,6 +48,11 @@ EXPECTED = [
     ("operators/kubeflow-mpi-operator/examples/horovod-tensorflow-mnist.yaml", 0, 3, 3),
     ("operators/kubeflow-mpi-operator/examples/pi.yaml", 0, 3, 3),
     ("operators/kubeflow-mpi-operator/examples/tensorflow-benchmarks.yaml", 0, 3, 3),
+    # TrainJob: spec.trainer.numNodes Pods of the runtime's trainer job (its initializers are not counted here)
+    ("operators/kubeflow-trainer-v2/examples/01-multi-node.yaml", 0, 3, 3),
+    ("operators/kubeflow-trainer-v2/examples/02-runtime-patches.yaml", 0, 2, 2),
+    ("operators/kubeflow-trainer-v2/examples/03-kueue-integration.yaml", 0, 3, 3),
+    ("operators/kubeflow-trainer-v2/examples/04-volcano-integration.yaml", 1, 4, 4),
     ("operators/kubeflow-training-operator-v1/examples/mpijob_v1_tensorflow-mnist.yaml", 0, 3, 3),
     ("operators/kubeflow-training-operator-v1/examples/pytorch_deepspeed_demo.yaml", 0, 2, 2),
     # elastic (minReplicas 1): the operator would gang all 2 current replicas and pin the job to its size;
@@ -92,17 +99,12 @@ def test_every_operator_example_is_recognised_with_its_pods_and_gang(file, index
 
 
 def gpu_job(obj: dict, gpus: int = 8) -> dict:
-    """The example as a GPU training job: every regular container asks for ``gpus`` GPUs."""
-    obj = copy.deepcopy(obj)
+    """The example as a named GPU training job in team-nlp: every regular container asks for ``gpus`` GPUs."""
+    obj = with_gpus(obj, gpus)
     meta = obj.setdefault("metadata", {})
     meta.setdefault("name", "example")
     meta.pop("generateName", None)
     meta["namespace"] = "team-nlp"
-    for template in workload_of(obj).templates:
-        for ref in template.main_containers:
-            resources = ref.body.setdefault("resources", {})
-            resources.setdefault("limits", {})["nvidia.com/gpu"] = gpus
-            (resources.get("requests") or {}).pop("nvidia.com/gpu", None)
     return obj
 
 
@@ -343,3 +345,27 @@ def test_every_template_found_is_an_instance_of_a_declared_pattern():
         workload = workload_of(document(file, index))
         for template in workload.templates:
             assert any(instance(template.root, p) for p in workload.adapter.template_patterns), (file, template.root)
+
+
+def test_trainjob_changes_go_where_trainer_reads_them(policies):
+    """No pod template of its own: NCCL env and RDMA resources go to spec.trainer (patches may not
+    carry them for the node container), everything else to trainadmit's own runtime patch; a user's
+    patch is left as it was; Kueue gets its label and spec.suspend; nothing sets a PriorityClass."""
+    original = gpu_job(document("operators/kubeflow-trainer-v2/examples/02-runtime-patches.yaml", 0))
+    user_patch = deep(original["spec"]["runtimePatches"][0])
+    d = decide(policies["kueue"], Request(deep(original)))
+    spec = d.mutated["spec"]
+    assert spec["runtimePatches"][0] == user_patch
+    ours = spec["runtimePatches"][1]
+    assert ours["manager"] == "trainadmit.io/admission"
+    [node] = ours["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
+    pod = node["template"]["spec"]["template"]
+    assert node["name"] == "node" and pod["spec"]["nodeSelector"]["trainadmit.io/pool"] == "h100-ib"
+    assert [c["name"] for c in pod["spec"]["containers"]] == ["node"]
+    assert "env" not in pod["spec"]["containers"][0] and "resources" not in pod["spec"]["containers"][0]
+    assert {e["name"] for e in spec["trainer"]["env"]} >= {"CUSTOM_VAR", "NCCL_IB_HCA", "NCCL_SOCKET_IFNAME"}
+    assert spec["trainer"]["resourcesPerNode"]["limits"]["rdma/rdma_shared_device_a"] == 1
+    assert spec["suspend"] is True and d.mutated["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-queue"
+    assert "priorityClassName" not in str(d.mutated)
+    assert apply_patch(original, d.patch) == d.mutated
+    assert decide(policies["kueue"], Request(deep(d.mutated))).patch == []

@@ -43,13 +43,18 @@ def _gpu_resource(policy: PolicySet, var: str) -> str:
     return " || ".join([*(f"{var} == '{n}'" for n in names), f"{var}.startsWith('{MIG_PREFIX}')"])
 
 
-def _requests_gpu(policy: PolicySet, container: str) -> str:
-    """CEL: this container asks a positive amount of a GPU resource (limits or requests)."""
+def _resources_gpu(policy: PolicySet, resources: str) -> str:
+    """CEL: these ResourceRequirements ask a positive amount of a GPU resource (limits or requests)."""
     parts = []
     for section in ("limits", "requests"):
-        m = f"{container}.resources.{section}"
+        m = f"{resources}.{section}"
         parts.append(f"(has({m}) && {m}.exists(r, ({_gpu_resource(policy, 'r')}) && string({m}[r]) != '0'))")
-    return f"has({container}.resources) && ({' || '.join(parts)})"
+    return " || ".join(parts)
+
+
+def _requests_gpu(policy: PolicySet, container: str) -> str:
+    """CEL: this container asks a positive amount of a GPU resource."""
+    return f"has({container}.resources) && ({_resources_gpu(policy, container + '.resources')})"
 
 
 def _template_uses_gpu(policy: PolicySet, template: str) -> str:
@@ -59,25 +64,28 @@ def _template_uses_gpu(policy: PolicySet, template: str) -> str:
     return f"has({spec}) && ({' || '.join(groups)})"
 
 
-def _pattern(policy: PolicySet, expr: str, rest: tuple, depth: int = 0) -> str:
-    """CEL over every template an adapter's path pattern reaches, guarded so absent fields are false."""
+def _pattern(policy: PolicySet, expr: str, rest: tuple, depth: int = 0, leaf=_template_uses_gpu) -> str:
+    """CEL over every template (or other leaf) an adapter's path pattern reaches, guarded so absent
+    fields are false."""
     if not rest:
-        return _template_uses_gpu(policy, expr)
+        return f"({leaf(policy, expr)})"
     part, tail = rest[0], rest[1:]
     if part == "*":
         key = f"k{depth}"
-        return f"{expr}.exists({key}, {_pattern(policy, f'{expr}[{key}]', tail, depth + 1)})"
+        return f"{expr}.exists({key}, {_pattern(policy, f'{expr}[{key}]', tail, depth + 1, leaf)})"
     if part == "[]":
         item = f"i{depth}"
-        return f"{expr}.exists({item}, {_pattern(policy, item, tail, depth + 1)})"
+        return f"{expr}.exists({item}, {_pattern(policy, item, tail, depth + 1, leaf)})"
     nxt = f"{expr}.{part}"
-    return f"has({nxt}) && {_pattern(policy, nxt, tail, depth)}"
+    return f"has({nxt}) && {_pattern(policy, nxt, tail, depth, leaf)}"
 
 
 def _adapter_uses_gpu(policy: PolicySet, adapter: Adapter) -> str:
     if isinstance(adapter, PodAdapter):
         return f"({_template_uses_gpu(policy, 'object')})"
-    return " || ".join(f"({_pattern(policy, 'object', p)})" for p in adapter.template_patterns)
+    found = [f"({_pattern(policy, 'object', p)})" for p in adapter.template_patterns]
+    found += [f"({_pattern(policy, 'object', p, leaf=_resources_gpu)})" for p in adapter.resource_patterns]
+    return " || ".join(found)
 
 
 def _intent(policy: PolicySet) -> str:

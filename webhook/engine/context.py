@@ -65,7 +65,7 @@ class Context:
         """Make ``path`` hold ``value``; True when that changed the object."""
         changed = self.patcher.set(path, value)
         if changed:
-            self.injections.append(Injection(path, concern, source))
+            self.injections.append(Injection(self.patcher.route(path), concern, source))
         self.concerns[concern] = None
         return changed
 
@@ -80,8 +80,9 @@ class Context:
             return
         start = len(self.patcher.get(list_path) or [])
         self.patcher.extend(list_path, [v for v, _ in items])
+        where = self.patcher.route(list_path)
         for i, (_, source) in enumerate(items):
-            self.injections.append(Injection((*list_path, start + i), concern, source))
+            self.injections.append(Injection((*where, start + i), concern, source))
         self.concerns[concern] = None
 
     # ---- sources -----------------------------------------------------------------------------

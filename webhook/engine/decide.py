@@ -73,7 +73,8 @@ def decide(policy: PolicySet, request: Request, cluster: ClusterView | None = No
     workload, reason = match(policy, obj, namespace, request.user)
     if workload is None:
         return Decision(matched=False, reason=reason, generation=policy.generation)
-    ctx = Context(policy, cluster or NoCluster(), request, workload, Patcher(obj), namespace=namespace or "default")
+    patcher = Patcher(obj, workload.adapter.aliases(obj))
+    ctx = Context(policy, cluster or NoCluster(), request, workload, patcher, namespace=namespace or "default")
     problems = shape_problems(workload)
     if problems:
         for path, message in problems:
@@ -86,6 +87,9 @@ def decide(policy: PolicySet, request: Request, cluster: ClusterView | None = No
     if ctx.resolved.no_pool and policy.platform.noPool == "ignore":
         return Decision(matched=False, generation=policy.generation,
                         reason=f"no pool fits this GPU workload ({ctx.resolved.no_pool}); Platform.spec.noPool: ignore")
+    skeleton = workload.adapter.skeleton(obj)
+    if skeleton is not None:  # the kind's writable template needs its parents first (a TrainJob's runtime patch)
+        patcher.extend(*skeleton[:1], [skeleton[1]])
     for concern in MUTATIONS:
         concern.mutate(ctx)  # type: ignore[misc]
     final_state.record_provenance(ctx, INJECTING)

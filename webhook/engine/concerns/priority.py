@@ -21,7 +21,7 @@ def mutate(ctx: Context) -> None:
     if r.tier is None or not r.gpu_resource:
         return
     name, tier = r.tier
-    for template in w.templates:  # the whole job runs at one priority (operators read it per template)
+    for template in w.templates if w.adapter.template_priority else ():  # one priority for the whole job
         path = (*template.spec_path, "priorityClassName")
         current = ctx.patcher.get(path)
         if current is None or current == "" or current == tier.className:

@@ -24,11 +24,12 @@ from .kubeflow import MPIJobV1Adapter, MPIJobV2Adapter, PyTorchJobAdapter
 from .lws import LeaderWorkerSetAdapter
 from .pod import PodAdapter
 from .ray import RayClusterAdapter, RayJobAdapter
+from .trainjob import TrainJobAdapter
 from .volcano import VolcanoJobAdapter
 
 ADAPTERS: tuple[Adapter, ...] = (
     JobAdapter(), PodAdapter(), PyTorchJobAdapter(), MPIJobV1Adapter(), MPIJobV2Adapter(), RayClusterAdapter(),
-    RayJobAdapter(), VolcanoJobAdapter(), JobSetAdapter(), LeaderWorkerSetAdapter(),
+    RayJobAdapter(), VolcanoJobAdapter(), JobSetAdapter(), LeaderWorkerSetAdapter(), TrainJobAdapter(),
 )
 BY_KIND: dict[tuple[str, str], Adapter] = {(v, a.kind): a for a in ADAPTERS for v in a.api_versions}
 HANDLED_KINDS: frozenset[str] = frozenset(a.kind for a in ADAPTERS)

@@ -183,6 +183,8 @@ class Adapter:
     # configuration's matchConditions are generated from them (tests/test_operators.py checks that every
     # template ``templates()`` finds is an instance of one)
     template_patterns: tuple[Path, ...] = ()
+    # ResourceRequirements a kind keeps outside its templates (a TrainJob's spec.trainer.resourcesPerNode)
+    resource_patterns: tuple[Path, ...] = ()
     # a label every Pod of the workload carries, to select them all for topology colocation; None:
     # trainadmit puts its own workload label on the templates
     pods_label: str | None = None
@@ -199,6 +201,22 @@ class Adapter:
     def child_labels(self) -> tuple[str, ...]:
         """Labels this kind's operator puts on the Pods (and child objects) it creates."""
         return ()
+
+    # the templates take a priorityClassName (TrainJob's runtime patches cannot carry one)
+    template_priority: bool = True
+
+    def template_view(self, obj: dict, spec: TemplateSpec) -> PodTemplate:
+        """How the engine reads a template (a kind whose Pods are assembled from several places overrides it)."""
+        return PodTemplate(obj, spec)
+
+    def aliases(self, obj: dict) -> list[tuple[Path, Path]]:
+        """Writes under the first path go to the second (a TrainJob's container resources and env live in
+        spec.trainer, not in its runtime patch)."""
+        return []
+
+    def skeleton(self, obj: dict) -> tuple[Path, dict] | None:
+        """(list path, entry) to append before mutating, when the kind's writable template needs one."""
+        return None
 
     def untemplated_pods(self, obj: dict) -> int:
         """Pods the operator creates from no template the object holds (its built-in defaults)."""
@@ -263,7 +281,7 @@ class Workload:
     # ---- templates ----------------------------------------------------------------------------
     @cached_property
     def templates(self) -> list[PodTemplate]:
-        return [PodTemplate(self.obj, spec) for spec in self.adapter.templates(self.obj)]
+        return [self.adapter.template_view(self.obj, spec) for spec in self.adapter.templates(self.obj)]
 
     @cached_property
     def resource_names(self) -> list[str]:
