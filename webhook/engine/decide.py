@@ -65,6 +65,18 @@ def match(policy: PolicySet, obj: Any, namespace: str | None, user: dict | None 
 
 
 def decide(policy: PolicySet, request: Request, cluster: ClusterView | None = None) -> Decision:
+    return _decide(policy, request, cluster, VALIDATIONS)
+
+
+def decide_builtin(policy: PolicySet, request: Request, cluster: ClusterView | None = None) -> Decision:
+    """The decision without the custom CEL rules (``memo`` remembers this part; CEL reads any field)."""
+    return _decide(policy, request, cluster, BUILTIN_VALIDATIONS)
+
+
+BUILTIN_VALIDATIONS = tuple(c for c in VALIDATIONS if c is not custom.CONCERN)
+
+
+def _decide(policy: PolicySet, request: Request, cluster: ClusterView | None, validations: tuple) -> Decision:
     obj = request.obj
     namespace = request.namespace
     if isinstance(obj, dict) and isinstance(obj.get("metadata"), dict):
@@ -103,8 +115,8 @@ def decide(policy: PolicySet, request: Request, cluster: ClusterView | None = No
         decision.injections = ctx.injections
         decision.companions = ctx.companions
         view = Workload(ctx.patcher.doc, workload.adapter)
-    for concern in VALIDATIONS:
-        concern.validate(ctx, view)  # type: ignore[misc]
+    for concern in validations:
+        concern.validate(ctx, view)
     decision.violations = ctx.violations
     return decision
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..grammars.cel import CelError, Program, compile_expression
+from ..grammars.cel import CelError, Program, compile_expression, object_reads
 from .models import RuleSpec
 
 
@@ -34,14 +34,24 @@ class CompiledRule:
     # collection for their cost bound, and only rules that name managedFields get them
     needs_size: bool = field(init=False)
     reads_managed_fields: bool = field(init=False)
+    # the object paths its expressions read (None: the whole object); its cost bound measures these
+    reads: tuple[tuple[str, ...], ...] | None = field(init=False)
 
-    def __post_init__(self) -> None:
+    @property
+    def programs(self) -> list[Program]:
+        """Every compiled expression of the rule."""
         programs = [p for _, p in self.conditions] + [p for _, p in self.variables]
         programs += [v.program for v in self.validations]
         programs += [v.message_program for v in self.validations if v.message_program]
+        return programs
+
+    def __post_init__(self) -> None:
+        programs = self.programs
         object.__setattr__(self, "rule_id", f"custom.{self.name}")
         object.__setattr__(self, "needs_size", any(p.depth for p in programs))
         object.__setattr__(self, "reads_managed_fields", any("managedFields" in p.source for p in programs))
+        found = object_reads([p.source for p in programs])
+        object.__setattr__(self, "reads", found[0] if found is not None else None)
 
 
 def compile_rules(rules: dict[str, RuleSpec]) -> tuple[list[CompiledRule], list[tuple[str, tuple, str]]]:
