@@ -13,7 +13,7 @@ import yaml
 from conftest import EXAMPLES, FIXTURES, POLICIES, deep, load_yaml, schema_errors, write_policy
 from fake_node import build_node
 from helpers import job, rules_of, run_cli
-from test_operators import _pytorchjob
+from test_operators import _pytorchjob, document, gpu_job
 
 from trainadmit.cluster.snapshot import SnapshotCluster
 from trainadmit.engine import Request, decide, load_policy
@@ -102,6 +102,18 @@ def test_operator_templates_get_it_with_the_gang_of_all_their_gpu_pods(policy):
         assert container is not None, role
         assert "--gang-size=4" in container["args"]  # 1 master + 3 workers
         assert all(e["name"] != "TRAINADMIT_GANG_RUN" for e in container["env"])  # no run label on its Pods
+
+
+def test_a_trainjob_cannot_take_it_and_is_warned_but_still_gets_the_required_labels(policy):
+    """A TrainJob's runtime patches may only change init containers its runtime already has."""
+    d = decide(policy, Request(gpu_job(document("operators/kubeflow-trainer-v2/examples/01-multi-node.yaml", 0))))
+    [warning] = [v for v in d.warnings if v.rule == "preflight.unavailable"]
+    assert "a TrainJob cannot add one to its Pods: this TrainJob starts unchecked" in warning.message
+    spec = d.mutated["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0][
+        "template"]["spec"]["template"]["spec"]
+    assert "initContainers" not in spec
+    terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms == [{"matchExpressions": POOLS["h100-ib"]["requiredNodeLabels"]}]
 
 
 def test_mutation_is_idempotent_and_survives_apiserver_defaults(policy):

@@ -37,6 +37,8 @@ from .storage import SHM_PATH
 
 RESERVED_NAME = rule("preflight.reserved-name", Action.deny,
                      f"an init container named {CONTAINER_NAME} that is not the platform's preflight")
+UNAVAILABLE = rule("preflight.unavailable", Action.warn,
+                   "the pool has the preflight on, but this kind's templates cannot take an init container")
 
 JOB_RUN_LABEL = "batch.kubernetes.io/controller-uid"  # the Job controller's label: unique to one run of a Job
 # what each skipped check removes from the expectations
@@ -53,6 +55,14 @@ def mutate(ctx: Context) -> None:
     if pool is None or not pool.preflight.enabled:
         return
     templates = [t for t in ctx.pool_templates if ctx.gpu_containers(t)]
+    workload = ctx.workload
+    if templates and not workload.adapter.template_init_containers:
+        ctx.report(UNAVAILABLE, field_path(templates[0].spec_path),
+                   f"pool {ctx.resolved.pool_name} checks every node with a preflight init container, and a "
+                   f"{workload.kind} cannot add one to its Pods: this {workload.kind} starts unchecked",
+                   f"add the {CONTAINER_NAME} init container to the {workload.adapter.operator} runtime its Pods "
+                   "come from, or run the workload as a kind that carries its own pod template")
+        return
     # the markers each worker waits for: its Pods that the operator starts together (an elastic job's
     # minimum, not its launcher, which runs no preflight)
     gang_size = min(sum(t.pods for t in templates), ctx.resolved.gang_size)
@@ -205,4 +215,4 @@ def validate(ctx: Context, view: Workload) -> None:
                        "give your init container another name")
 
 
-CONCERN = Concern("preflight", rules=(RESERVED_NAME,), mutate=mutate, validate=validate)
+CONCERN = Concern("preflight", rules=(RESERVED_NAME, UNAVAILABLE), mutate=mutate, validate=validate)
