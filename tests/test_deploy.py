@@ -78,7 +78,15 @@ def test_rbac_is_least_privilege():
     assert writes == {("scheduling.k8s.io", "podgroups"), ("scheduling.x-k8s.io", "podgroups"),
                       ("scheduling.volcano.sh", "podgroups"),
                       ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"),
-                      ("admissionregistration.k8s.io", "validatingwebhookconfigurations")}
+                      ("admissionregistration.k8s.io", "validatingwebhookconfigurations"),
+                      # the preflight status: an annotation on the workloads whose Pods it reads, and Events
+                      ("batch", "jobs"), ("kubeflow.org", "pytorchjobs"), ("kubeflow.org", "mpijobs"),
+                      ("ray.io", "rayclusters"), ("batch.volcano.sh", "jobs"), ("", "events")}
+    status_writes = {(g, r): rule["verbs"] for rule in cluster["rules"] for g in rule["apiGroups"]
+                     for r in rule["resources"] if (g, r) in writes and r != "podgroups"
+                     and g != "admissionregistration.k8s.io"}
+    assert all(set(verbs) & {"create", "update", "delete"} == ({"create"} if r == "events" else set())
+               for (_, r), verbs in status_writes.items()), status_writes  # patch only; Events are only created
     webhook_rule = next(r for r in cluster["rules"] if "admissionregistration.k8s.io" in r["apiGroups"])
     assert webhook_rule["resourceNames"] == ["trainadmit"]
     assert not any("*" in rule["verbs"] or "*" in rule["resources"] for rule in cluster["rules"])

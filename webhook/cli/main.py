@@ -12,6 +12,9 @@ import os
 import sys
 from collections.abc import Sequence
 
+from ..grammars.preflight import COMMAND as PREFLIGHT
+from ..grammars.preflight import ENV_ROOT, TERMINATION_LOG
+from ..grammars.preflight import add_arguments as add_preflight_arguments
 from .common import DEFAULT_POLICY_DIR, EXIT_OK
 
 
@@ -86,6 +89,15 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE", "trainadmit-system"))
     srv.add_argument("--service", default="trainadmit", help="Service name the certificate is issued for")
     srv.set_defaults(func=_lazy("serve", "cmd_serve"))
+
+    preflight = sub.add_parser(PREFLIGHT, help="check a node before training starts (the injected init container)")
+    add_preflight_arguments(preflight)
+    preflight.add_argument("--root", default=os.environ.get(ENV_ROOT, "/"),
+                           help=f"prefix of every path read and written (default: ${ENV_ROOT}, else /)")
+    preflight.add_argument("--node", help="node name for messages (default: $NODE_NAME, else the host name)")
+    preflight.add_argument("--termination-log", default=TERMINATION_LOG,
+                           help="where the JSON result goes, under --root (default: %(default)s)")
+    preflight.set_defaults(func=_lazy("preflight", "cmd_preflight"))
 
     from .certs_command import add_parser as add_certs
 

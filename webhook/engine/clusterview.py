@@ -7,9 +7,10 @@ saved objects (`check --cluster`) and from a live list + watch (`serve --cluster
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
-from ..policy.models import PoolSpec, TopologyLevel
+from ..policy.models import NodeLabelRequirement, PoolSpec, TopologyLevel
 
 
 class ClusterView(Protocol):
@@ -24,6 +25,9 @@ class ClusterView(Protocol):
     def gpu_quota(self, namespace: str, resource: str) -> tuple[int, int] | None:
         """(hard, used) of the namespace's binding ResourceQuota on ``requests.<resource>``."""
 
+    def pool_nodes_matching(self, pool: PoolSpec, requirements: Sequence[NodeLabelRequirement]) -> int | None:
+        """Nodes of the pool whose labels meet every one of ``requirements``, or None when unknown."""
+
 
 class NoCluster:
     name = "none"
@@ -35,4 +39,7 @@ class NoCluster:
         return None
 
     def gpu_quota(self, namespace: str, resource: str) -> tuple[int, int] | None:
+        return None
+
+    def pool_nodes_matching(self, pool: PoolSpec, requirements: Sequence[NodeLabelRequirement]) -> int | None:
         return None

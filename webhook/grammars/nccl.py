@@ -181,3 +181,46 @@ def check_nccl_value(name: str, value: str) -> Problem | None:
     if not isinstance(value, str):
         return Problem("error", "must be a string")
     return check(value)
+
+
+@dataclass(frozen=True)
+class NameList:
+    """What an NCCL device or interface list selects (NCCL_IB_HCA, NCCL_SOCKET_IFNAME): ``^`` excludes,
+    ``=`` matches names exactly, otherwise each entry is a prefix; an HCA entry may name a port."""
+
+    exclude: bool
+    exact: bool
+    items: tuple[tuple[str, int | None], ...]  # (name or prefix, port or None)
+
+    def matches(self, name: str, entry: str) -> bool:
+        return name == entry if self.exact else name.startswith(entry)
+
+    def selects(self, name: str) -> bool:
+        hit = any(self.matches(name, entry) for entry, _ in self.items)
+        return not hit if self.exclude else hit
+
+    def ports(self, name: str) -> set[int] | None:
+        """Ports an include list names for a device it selects; None means all of its ports."""
+        if self.exclude:
+            return None
+        found = [port for entry, port in self.items if self.matches(name, entry)]
+        return None if not found or None in found else {p for p in found if p is not None}
+
+
+def parse_name_list(value: str) -> NameList | None:
+    """An NCCL_IB_HCA or NCCL_SOCKET_IFNAME value as a ``NameList``; None when it is outside the grammar
+    (``check_nccl_value`` says why)."""
+    body = value.strip()
+    exclude = body.startswith("^")
+    body = body[1:] if exclude else body
+    exact = body.startswith("=")
+    body = body[1:] if exact else body
+    items = []
+    for token in body.split(","):
+        token = token.strip().lstrip("=")
+        name, _, rest = token.partition(":")
+        port = rest.split(":", 1)[0]
+        if not name or (port and not port.isdigit()):
+            return None
+        items.append((name, int(port) if port else None))
+    return NameList(exclude, exact, tuple(items))

@@ -15,6 +15,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ..grammars.preflight import DEFAULT_TIMEOUT_SECONDS, Check, LinkLayer
 from ..grammars.quantity import QuantityError, as_count, parse_quantity
 
 API_VERSION = "trainadmit.io/v1alpha1"
@@ -141,6 +142,8 @@ class Rdma(Strict):
         description="Extended RDMA resources per GPU container: whole quantities, injected as written (1 or \"1\").")
     networks: list[str] = Field(default_factory=list, description="Multus networks: [namespace/]name[@ifname].")
     ipcLock: bool = Field(True, description="Add CAP_IPC_LOCK to GPU containers (RDMA pins memory).")
+    linkLayer: LinkLayer = Field(LinkLayer.InfiniBand, description="Link layer of the fabric's ports (Ethernet for "
+                                 "RoCE); the preflight checks every port has it.")
 
     @field_validator("resources", mode="before")
     @classmethod
@@ -194,6 +197,119 @@ class Fabric(Strict):
     annotations: list[str] = Field(default_factory=list, description="Pod annotation keys that mean this fabric.")
 
 
+class NodeLabelRequirement(Strict):
+    """A node label the pool's nodes must carry, injected as a required node-affinity expression.
+
+    The labels are what GPU feature discovery and the GPU and network operators publish
+    (``nvidia.com/cuda.driver.major``, ``feature.node.kubernetes.io/rdma.capable``…); ``Gt``/``Lt``
+    compare the label as an integer, as the scheduler does."""
+
+    key: str = Field(description="Node label key.")
+    operator: Literal["In", "Gt", "Lt", "Exists"] = Field(
+        description="In: one of values; Gt/Lt: the label, an integer, is greater/less than the one value; Exists.")
+    values: list[str] = Field(default_factory=list, description="In: the allowed values; Gt/Lt: one integer.")
+
+    @field_validator("key")
+    @classmethod
+    def _key(cls, v: str) -> str:
+        return _check_label_key(v)
+
+    @model_validator(mode="after")
+    def _values(self) -> NodeLabelRequirement:
+        if self.operator == "Exists" and self.values:
+            raise ValueError("Exists takes no values")
+        if self.operator == "In":
+            if not self.values:
+                raise ValueError("In needs at least one value")
+            for value in self.values:
+                _check_label_value(value)
+        if self.operator in ("Gt", "Lt") and (len(self.values) != 1 or _integer(self.values[0]) is None):
+            raise ValueError(f"{self.operator} needs exactly one integer value (the scheduler compares integers)")
+        return self
+
+    def matches(self, labels: dict) -> bool:
+        """Whether a node with these labels meets the requirement, as the scheduler decides it."""
+        value = labels.get(self.key)
+        if value is None:
+            return False
+        if self.operator == "Exists":
+            return True
+        if self.operator == "In":
+            return value in self.values
+        number, bound = _integer(value), _integer(self.values[0])
+        if number is None or bound is None:
+            return False
+        return number > bound if self.operator == "Gt" else number < bound
+
+    def as_k8s(self) -> dict:
+        """The NodeSelectorRequirement of a pod's required node affinity."""
+        out: dict = {"key": self.key, "operator": self.operator}
+        if self.values:
+            out["values"] = list(self.values)
+        return out
+
+    @property
+    def identity(self) -> tuple:
+        """A hashable stand-in (for index keys)."""
+        return (self.key, self.operator, tuple(self.values))
+
+    def __str__(self) -> str:
+        if self.operator == "Exists":
+            return f"{self.key} (any value)"
+        if self.operator == "In":
+            return f"{self.key}={'|'.join(self.values)}"
+        return f"{self.key} {'>' if self.operator == 'Gt' else '<'} {self.values[0]}"
+
+
+def _integer(text: str) -> int | None:
+    """A label value as the scheduler reads it for Gt/Lt (a 64-bit decimal integer), else None."""
+    try:
+        value = int(text, 10)
+    except (TypeError, ValueError):
+        return None
+    return value if -(2 ** 63) <= value < 2 ** 63 else None
+
+
+class PreflightResources(Strict):
+    """CPU and memory of the preflight container; GPUs and RDMA devices come from the decision."""
+
+    requests: dict[Literal["cpu", "memory"], str] = Field(
+        default_factory=lambda: {"cpu": "100m", "memory": "128Mi"}, description="Resource requests.")
+    limits: dict[Literal["cpu", "memory"], str] = Field(
+        default_factory=lambda: {"cpu": "1", "memory": "256Mi"}, description="Resource limits.")
+
+    @field_validator("requests", "limits", mode="before")
+    @classmethod
+    def _quantities(cls, v: object) -> object:
+        if isinstance(v, dict):
+            return {k: _check_quantity(q) if isinstance(q, str | int) and not isinstance(q, bool) else q
+                    for k, q in v.items()}
+        return v
+
+
+class Preflight(Strict):
+    """The start-up check of the pool's GPU Pods: an init container running `trainadmit preflight`.
+
+    It fails the Pod, with one line naming the node and what is wrong, when the node does not give it
+    what the admission decision expects."""
+
+    enabled: bool = Field(False, description="Inject the preflight init container into the pool's GPU pod templates.")
+    image: str | None = Field(None, description="Image with trainadmit: the webhook's own (required when enabled).")
+    imagePullPolicy: Literal["Always", "IfNotPresent", "Never"] = Field("IfNotPresent",
+                                                                        description="Pull policy of the image.")
+    resources: PreflightResources = Field(default_factory=PreflightResources,
+                                          description="CPU and memory of the preflight container.")
+    timeoutSeconds: int = Field(DEFAULT_TIMEOUT_SECONDS, ge=5, le=3600,
+                                description="Time budget of all checks, the gang's wait for one another included.")
+    skip: list[Check] = Field(default_factory=list, description="Checks not to run on this pool.")
+
+    @model_validator(mode="after")
+    def _image(self) -> Preflight:
+        if self.enabled and not self.image:
+            raise ValueError("set image (the webhook's own image) when the preflight is enabled")
+        return self
+
+
 def default_fabrics() -> dict[str, Fabric]:
     """Fabrics of other clouds that the bundled pools do not provide (so a workload asking for one
     gets no InfiniBand/RoCE pool): AWS EFA, and GKE's GPUDirect TCPX/TCPXO multi-NIC daemons."""
@@ -219,6 +335,12 @@ class PoolSpec(Strict):
     capacityNodes: int | None = Field(None, ge=1, description="Nodes in the pool when no cluster view is given.")
     rdma: Rdma | None = Field(None, description="The pool's RDMA fabric; absent means no RDMA (requests are denied).")
     nccl: Nccl = Field(default_factory=Nccl, description="NCCL settings of the pool's fabric.")
+    requiredNodeLabels: list[NodeLabelRequirement] = Field(
+        default_factory=list, description="Node labels (GPU feature discovery, GPU and network operators) the pool's "
+        "nodes must carry: injected as required node affinity; with a cluster view, a gang that not enough matching "
+        "nodes can hold is denied, naming the label.")
+    preflight: Preflight = Field(default_factory=Preflight,
+                                 description="Start-up check of every GPU Pod of the pool (an init container).")
 
     @field_validator("nodeSelector")
     @classmethod
@@ -227,6 +349,15 @@ class PoolSpec(Strict):
             _check_label_key(key)
             _check_label_value(value)
         return v
+
+    @model_validator(mode="after")
+    def _requirements_fit_selector(self) -> PoolSpec:
+        clashes = [f"requiredNodeLabels[{i}] ({r}) excludes nodeSelector {r.key}={self.nodeSelector[r.key]}"
+                   for i, r in enumerate(self.requiredNodeLabels)
+                   if r.key in self.nodeSelector and not r.matches(self.nodeSelector)]
+        if clashes:
+            raise ValueError("; ".join(clashes) + ": no node could be in the pool")
+        return self
 
     @cached_property
     def toleration_dicts(self) -> list[dict]:

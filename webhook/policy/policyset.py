@@ -80,12 +80,13 @@ class IntentKeys:
     applied: str
     podgroup: str  # label + annotation: the PodGroup the reconciler must create for this workload
     workload: str  # label on the Pods of a workload whose operator labels them with nothing stable
+    preflight: str  # label on pod templates that carry the preflight; annotation with its status on the workload
 
     @classmethod
     def with_prefix(cls, prefix: str) -> IntentKeys:
         return cls(*(f"{prefix}/{k}" for k in
                      ("pool", "gang", "topology", "datasets", "checkpoint", "priority", "queue", "applied",
-                      "podgroup", "workload")))
+                      "podgroup", "workload", "preflight")))
 
 
 @dataclass(frozen=True)

@@ -204,6 +204,9 @@ class Adapter:
 
     # the templates take a priorityClassName (TrainJob's runtime patches cannot carry one)
     template_priority: bool = True
+    # the templates take a new init container, such as the preflight (TrainJob's runtime patches can only
+    # change the volume mounts, env and security context of init containers the runtime already has)
+    template_init_containers: bool = True
 
     def template_view(self, obj: dict, spec: TemplateSpec) -> PodTemplate:
         """How the engine reads a template (a kind whose Pods are assembled from several places overrides it)."""

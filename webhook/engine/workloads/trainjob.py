@@ -72,6 +72,7 @@ class TrainJobAdapter(Adapter):
                           "[]", "template", "spec", "template"),)
     resource_patterns = (("spec", "trainer", "resourcesPerNode"),)  # where its GPUs are asked for
     template_priority = False
+    template_init_containers = False
 
     def templates(self, obj: dict) -> list[TemplateSpec]:
         if not isinstance(get_path(obj, ("spec", "trainer")), dict):
