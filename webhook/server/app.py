@@ -20,7 +20,8 @@ from ..cluster.snapshot import SnapshotCluster
 from ..engine import Request, decide
 from ..engine.clusterview import ClusterView, NoCluster
 from . import metrics
-from .admission import MAX_BODY_BYTES, BadReview, decision_response, parse_review, response
+from .admission import BadReview, decision_response, parse_review, response
+from .limits import ReadLimits
 from .runtime import CertStore, PolicyStore, emit
 
 JSON = "application/json"
@@ -70,7 +71,8 @@ def _json(body: dict, status: int = 200) -> Response:
 def create_app(config: ServerConfig | None = None) -> Flask:
     config = config or ServerConfig.from_env()
     app = Flask("trainadmit")
-    app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
+    limits = ReadLimits.from_env()  # the same limits the server's worker enforces before the app sees a request
+    app.config["MAX_CONTENT_LENGTH"] = limits.largest_body
     policies = PolicyStore(config.policy_dir)
     policies.poll()
     cluster: ClusterView = SnapshotCluster.from_files(config.cluster_files) if config.cluster_files else NoCluster()
@@ -102,7 +104,7 @@ def create_app(config: ServerConfig | None = None) -> Flask:
         started = time.perf_counter()
         try:
             body = request.get_data(cache=False)
-            review = parse_review(body)
+            review = parse_review(body, limits.body_limit(request.path))
         except BadReview as exc:
             metrics.BAD_REQUESTS.labels(webhook, str(exc.status)).inc()
             emit("bad_request", webhook=webhook, code=exc.status, error=exc.message)
@@ -141,8 +143,9 @@ def create_app(config: ServerConfig | None = None) -> Flask:
         allowed = result["response"]["allowed"]
         outcome = "denied" if not allowed else ("patched" if result["response"].get("patch") else "allowed")
         elapsed = time.perf_counter() - started
-        metrics.REQUESTS.labels(webhook, kind, review.operation, outcome).inc()
-        metrics.LATENCY.labels(webhook, kind, review.operation, outcome).observe(elapsed)
+        labels = (webhook, metrics.kind_label(kind), metrics.operation_label(review.operation), outcome)
+        metrics.REQUESTS.labels(*labels).inc()
+        metrics.LATENCY.labels(*labels).observe(elapsed)
         if webhook != "noop":
             obj_meta = review.obj.get("metadata") if isinstance(review.obj, dict) else None
             name = review.name or (obj_meta.get("generateName") if isinstance(obj_meta, dict) else None)
@@ -192,7 +195,7 @@ def create_app(config: ServerConfig | None = None) -> Flask:
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException) -> Response:
         code = exc.code or 400
-        metrics.BAD_REQUESTS.labels(request.path, str(code)).inc()
+        metrics.BAD_REQUESTS.labels(metrics.webhook_label(request.path), str(code)).inc()
         return _json({"error": exc.description or exc.name}, code)
 
     return app
