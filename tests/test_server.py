@@ -134,12 +134,12 @@ def test_requests_we_can_answer_but_not_evaluate_are_denied_by_uid(server):
 
 
 def test_oversized_body_is_413(server):
-    """A body over the apiserver's 3 MiB limit is refused from its Content-Length, before it is read."""
+    """A body over /mutate's 4 MiB limit is refused from its Content-Length, before it is read."""
     raw = socket.create_connection(("127.0.0.1", server.port), timeout=10)
     ctx = ssl.create_default_context(cafile=str(server.cert_dir / "ca.crt"))
     with ctx.wrap_socket(raw, server_hostname=SERVICE) as sock:
         sock.sendall(b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                     b"Content-Length: 4194304\r\n\r\n" + b"{" * 1024)
+                     b"Content-Length: 4194305\r\n\r\n" + b"{" * 1024)
         head = sock.recv(4096).decode(errors="replace")
     assert head.startswith("HTTP/1.1 413")
 
