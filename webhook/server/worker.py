@@ -60,6 +60,9 @@ _WOULD_BLOCK = (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError, In
 # default 5 ms switch interval made a normal review wait behind large ones (probe p50 84 -> 49 ms with 8
 # clients sending 2.7 MB reviews, README "Hardening").
 SWITCH_INTERVAL = 0.0005
+# After a response with "Connection: close": how long the client's remaining bytes are drained before the
+# close (gunicorn's own close_graceful waits as long; an upload refused early drains for linger_timeout)
+CLOSE_LINGER = 2.0
 
 
 @dataclass
@@ -256,7 +259,18 @@ class DeadlineThreadWorker(ThreadWorker):
         if body:
             conn.budget_bytes = 0
             self.inflight_body -= body
-        super().finish_request(conn, fs)
+        try:
+            keep = fs.result() if not fs.cancelled() else False
+        except Exception:
+            keep = False
+        if keep:
+            super().finish_request(conn, fs)  # kept alive: back to the poller (or, with bytes buffered, to us)
+        else:
+            # gthread closes "gracefully" right here, on the main loop: it shuts down its side, then reads for
+            # up to 2 s until the client closes. A client that keeps the connection open after a
+            # "Connection: close" response would stop this loop (every other connection's reads and
+            # deadlines) for 2 s per request; the drain happens in the loop's own linger phase instead
+            self._linger_close(ReadState(conn, deadline=0.0), seconds=CLOSE_LINGER)
         if body:
             self._admit_waiting()
 
@@ -275,11 +289,11 @@ class DeadlineThreadWorker(ThreadWorker):
             elif state.phase == "wait-budget":
                 self._count("503")
                 self._reject(state, 503, "Service Unavailable", "too many large requests in flight; retry",
-                             linger=True, expected=state.need - len(state.buf))
+                             expected=state.need - len(state.buf))
             else:
                 self._count("408")
                 self._reject(state, 408, "Request Timeout",
-                             f"request not received within {self.limits.read_timeout:g} s", linger=False)
+                             f"request not received within {self.limits.read_timeout:g} s")
 
     # ---- the read state machine -------------------------------------------------------------------------
 
@@ -326,7 +340,7 @@ class DeadlineThreadWorker(ThreadWorker):
         if end < 0:
             if len(state.buf) > self.limits.max_head_bytes:
                 self._count("431")
-                self._reject(state, 431, "Request Header Fields Too Large", "request head too large", linger=False)
+                self._reject(state, 431, "Request Header Fields Too Large", "request head too large")
                 return True
             return False
         head_end = end + 4
@@ -336,7 +350,7 @@ class DeadlineThreadWorker(ThreadWorker):
             return True
         if head.chunked:
             self._count("411")
-            self._reject(state, 411, "Length Required", "send the body with Content-Length", linger=False)
+            self._reject(state, 411, "Length Required", "send the body with Content-Length")
             return True
         length = head.length or 0
         limit = self.limits.body_limit(head.path)
@@ -344,7 +358,7 @@ class DeadlineThreadWorker(ThreadWorker):
             self._count("413")
             self._reject(state, 413, "Request Entity Too Large",
                          f"request body is {length} bytes; the limit for {head.path} is {limit}",
-                         linger=True, expected=length - (len(state.buf) - head_end))
+                         expected=length - (len(state.buf) - head_end))
             return True
         state.need = head_end + length
         state.body_bytes = length
@@ -397,22 +411,36 @@ class DeadlineThreadWorker(ThreadWorker):
         conn.request_ready = True
         self.enqueue_req(conn)
 
-    def _reject(self, state: ReadState, status: int, reason: str, message: str, *, linger: bool,
-                expected: int = 0) -> None:
-        """Answer early with ``Connection: close``; with ``linger``, keep reading what the client still sends."""
+    def _reject(self, state: ReadState, status: int, reason: str, message: str, *, expected: int = 0) -> None:
+        """Answer early with ``Connection: close``, then drain what the client still sends (``expected``: the
+        rest of a declared body), so that it reads the answer instead of a reset."""
         self._release(state)
         try:
             state.conn.sock.send(error_response(status, reason, message))
         except OSError:
             self._close(state.conn)
             return
-        if not linger or expected <= 0:
-            self._close(state.conn)
+        # TLS records are drained undecrypted: ~1/16 framing overhead, and whatever else is in flight
+        self._linger_close(state, drain=expected + expected // 16 + 65536, seconds=self.limits.linger_timeout)
+
+    def _linger_close(self, state: ReadState, *, seconds: float, drain: int = 65536) -> None:
+        """Close after our last response: shut down our side (the client sees the end at once), then discard
+        what the client still sends, up to ``drain`` bytes or ``seconds``, before the close
+        (closing with unread data makes the kernel send a reset, which can destroy the response in flight)."""
+        conn = state.conn
+        self.reading[id(conn)] = state
+        try:
+            if conn.sock.fileno() < 0:  # already closed by the thread
+                raise OSError(errno.EBADF, "closed")
+            conn.sock.shutdown(socket.SHUT_WR)  # an SSLSocket drops its TLS state: raw bytes from here on
+            conn.sock.setblocking(False)
+        except OSError:
+            self._close(conn)
             return
         state.phase = "linger"
         state.buf = bytearray()
-        state.drain_cap = expected
-        state.deadline = time.monotonic() + self.limits.linger_timeout
+        state.drained, state.drain_cap = 0, drain
+        state.deadline = time.monotonic() + seconds
         self._advance(state)
 
     # ---- selector and bookkeeping -----------------------------------------------------------------------
