@@ -23,6 +23,9 @@ def load_policy_or_report(path: str) -> PolicySet | None:
     try:
         return load_policy(path)
     except PolicyError as exc:
+        if len(exc.problems) == 1:  # one line, as every other startup error
+            print(f"trainadmit: invalid policy in {path}: {exc.problems[0]}", file=sys.stderr)
+            return None
         print(f"trainadmit: invalid policy in {path}:", file=sys.stderr)
         for problem in exc.problems:
             print(f"  {problem}", file=sys.stderr)

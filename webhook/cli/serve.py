@@ -49,12 +49,12 @@ def _check_inputs(args: argparse.Namespace) -> str | None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    policy = load_policy_or_report(args.policy)  # every problem with file and field, before any worker starts
-    if policy is None:
-        return EXIT_ERROR
     problem = _check_inputs(args)
     if problem:
         print(f"trainadmit serve: {problem}", file=sys.stderr)
+        return EXIT_ERROR
+    policy = load_policy_or_report(args.policy)  # every problem with file and field, before any worker starts
+    if policy is None:
         return EXIT_ERROR
     from ..server.app import ServerConfig
     from ..server.gunicorn_app import serve

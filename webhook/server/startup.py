@@ -68,8 +68,14 @@ def check_cluster_files(paths: list[str]) -> None:
         except UnicodeDecodeError:
             raise StartupError(f"the cluster snapshot {path} is not UTF-8 text") from None
         except SnapshotError as exc:
-            message = str(exc)
-            raise StartupError(message if message.startswith(path) else f"{path}: {message}") from None
+            cause = exc.__cause__
+            mark = getattr(cause, "problem_mark", None)
+            if mark is not None:  # a YAML error spans several lines with a caret: its line and problem instead
+                message = f"{path}:{mark.line + 1}: not valid YAML: {getattr(cause, 'problem', None) or cause}"
+            else:
+                message = str(exc).splitlines()[0]
+                message = message if message.startswith(path) else f"{path}: {message}"
+            raise StartupError(message) from None
 
 
 def check_kube_config() -> None:
