@@ -40,11 +40,12 @@ POLICY_GENERATION = Gauge("trainadmit_policy_generation_info", "Policy generatio
 POLICY_RELOADS = Counter("trainadmit_policy_reloads_total", "Policy sets loaded and swapped in")
 POLICY_RELOAD_FAILURES = Counter("trainadmit_policy_reload_failures_total",
                                  "Policy updates that failed to load (the previous set kept serving)")
-# livemin: the earliest notAfter any live process serves (a worker still on the old certificate counts;
-# a worker that has exited does not)
+# liveall, reduced in render() to the earliest notAfter a live worker serves: a worker still on the old
+# certificate counts, one that has exited does not (the gauge used to be a maximum over every worker that ever
+# ran), and processes that serve nothing (the master, a worker before its first connection) report 0
 CERT_EXPIRY = Gauge("trainadmit_certificate_expiry_timestamp_seconds",
                     "notAfter of the serving certificate (the earliest any live worker serves)",
-                    multiprocess_mode="livemin")
+                    multiprocess_mode="liveall")
 CERT_RELOADS = Counter("trainadmit_certificate_reloads_total", "Serving certificate reloads")
 CERT_RELOAD_FAILURES = Counter("trainadmit_certificate_reload_failures_total",
                                "Changed certificate files that failed to load (the previous certificate kept serving)")
@@ -55,6 +56,7 @@ PREFLIGHT_READY = Histogram("trainadmit_preflight_ready_seconds",
                             ("pool",), buckets=(5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200))
 
 _INFO_GAUGES = frozenset({"trainadmit_policy_generation_info"})  # 0 means "no longer": not exported
+_EARLIEST = frozenset({"trainadmit_certificate_expiry_timestamp_seconds"})  # one sample: the smallest non-zero
 
 
 def webhook_label(path: str) -> str:
@@ -70,9 +72,10 @@ def operation_label(operation: str) -> str:
     return operation if operation in OPERATIONS else OTHER
 
 
-class _LiveInfoOnly:
-    """Wraps a collector and drops the zero samples of info gauges: a multi-process gauge cannot forget a
-    label value (its files keep every key), so a replaced policy generation is set to 0 and filtered here."""
+class _Reduced:
+    """Wraps a collector: drops the zero samples of info gauges (a multi-process gauge cannot forget a label
+    value, its files keep every key, so a replaced policy generation is set to 0 and filtered here), and
+    reduces per-process gauges that mean "the earliest" to one sample without the ``pid`` label."""
 
     def __init__(self, inner) -> None:
         self.inner = inner
@@ -81,15 +84,19 @@ class _LiveInfoOnly:
         for metric in self.inner.collect():
             if metric.name in _INFO_GAUGES:
                 metric.samples = [s for s in metric.samples if s.value != 0]
+            elif metric.name in _EARLIEST:
+                live = [s for s in metric.samples if s.value > 0]
+                earliest = min(live, key=lambda s: s.value) if live else None
+                metric.samples = [earliest._replace(labels={})] if earliest else []
             yield metric
 
 
 def render() -> bytes:
     registry = CollectorRegistry()
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        registry.register(_LiveInfoOnly(_mp.MultiProcessCollector(None)))
+        registry.register(_Reduced(_mp.MultiProcessCollector(None)))
     else:
         from prometheus_client import REGISTRY
 
-        registry.register(_LiveInfoOnly(REGISTRY))
+        registry.register(_Reduced(REGISTRY))
     return generate_latest(registry)
