@@ -6,8 +6,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+
+import pytest
 
 from trainadmit.server import metrics, metrics_dir
+from trainadmit.server.cost import Busy, MemoryBudget, TooCostly, estimate
 from trainadmit.server.limits import MiB, ReadLimits
 from trainadmit.server.memory import LargeRequestTrimmer, malloc_trim
 from trainadmit.server.worker import error_response, parse_head
@@ -84,3 +88,37 @@ def test_metrics_folder_is_removed_by_its_creator_only(tmp_path, monkeypatch):
 def test_a_given_metrics_folder_is_left_alone(monkeypatch, tmp_path):
     monkeypatch.setenv(metrics_dir.ENV, str(tmp_path))
     assert metrics_dir.create() is None
+
+
+def test_memory_estimate_grows_with_what_costs_memory():
+    flat = b'{"a": "' + b"x" * 100_000 + b'"}'
+    listy = b"[" + b",".join([b"1"] * 50_000) + b"]"
+    nested = b"[" + b",".join([b"[[[{}]]]"] * 10_000) + b"]"
+    assert estimate(flat) < estimate(listy) < estimate(nested)  # 100 KB of one string vs 50,000 values
+    assert estimate(flat) >= 10 * len(flat)
+
+
+def test_memory_budget_queues_what_does_not_fit_and_refuses_what_never_will():
+    budget = MemoryBudget(limit=100, wait_timeout=0.2)
+    with pytest.raises(TooCostly, match="per worker"), budget.hold(101):
+        pass
+    first_in, release, order = threading.Event(), threading.Event(), []
+
+    def first() -> None:
+        with budget.hold(80):
+            order.append("first")
+            first_in.set()
+            release.wait(5)
+
+    holder = threading.Thread(target=first)
+    holder.start()
+    first_in.wait(5)
+    with budget.hold(20):  # fits beside it: never waits
+        order.append("small")
+    with pytest.raises(Busy), budget.hold(30):
+        pass
+    release.set()
+    holder.join(5)
+    with budget.hold(100):  # alone, the whole budget
+        order.append("large")
+    assert order == ["first", "small", "large"] and budget.held == 0

@@ -185,6 +185,21 @@ def test_large_bodies_share_a_budget_and_small_requests_never_wait(small):
         holder.close()
 
 
+def test_a_review_too_dense_to_decide_within_the_memory_budget_is_413(small):
+    """2.4 MB of nested lists takes ~280 MB to parse and decide (~116x its size): refused from its estimate,
+    before it is parsed, instead of taking a worker (and the container) past its memory limit."""
+    body = review("job-03-mutate-Job-CREATE.json")
+    body["request"]["object"]["spec"]["template"]["spec"]["x"] = "DENSE"
+    data = json.dumps(body).replace('"DENSE"', "[" + ",".join(["[[[{}]]]"] * 270_000) + "]").encode()
+    sock = tls(small, timeout=30)
+    sock.sendall(head("/mutate", len(data)) + data)
+    status, reply = read_response(sock)
+    sock.close()
+    assert status == 413 and "MiB of memory to decide" in json.loads(reply)["error"]
+    client = small.client()
+    assert client.post_review("/mutate", review("job-03-mutate-Job-CREATE.json"))[0] == 200
+
+
 def test_workers_are_recycled_after_max_requests(tmp_path):
     """Whatever a worker keeps (CEL's host functions leak a little per call) is bounded by replacing it."""
     server = Server(POLICIES, issue_certs(tmp_path / "tls"), workers=1,

@@ -44,10 +44,7 @@ class Review:
     problem: str | None = None  # set when the request can be answered but not evaluated
 
 
-def parse_review(body: bytes, limit: int) -> Review:
-    """The review in ``body``; ``limit`` is the largest body this webhook takes (``limits.ReadLimits``)."""
-    if len(body) > limit:
-        raise BadReview(f"request body is {len(body)} bytes; the limit is {limit}", 413)
+def parse_review(body: bytes) -> Review:
     try:
         data = parse_json(body)
     except JSONRejected as exc:

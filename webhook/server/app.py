@@ -21,6 +21,7 @@ from ..engine import Request, decide
 from ..engine.clusterview import ClusterView, NoCluster
 from . import metrics
 from .admission import BadReview, decision_response, parse_review, response
+from .cost import Busy, MemoryBudget, TooCostly, estimate
 from .limits import ReadLimits
 from .runtime import CertStore, PolicyStore, emit
 
@@ -73,6 +74,7 @@ def create_app(config: ServerConfig | None = None) -> Flask:
     app = Flask("trainadmit")
     limits = ReadLimits.from_env()  # the same limits the server's worker enforces before the app sees a request
     app.config["MAX_CONTENT_LENGTH"] = limits.largest_body
+    memory = MemoryBudget(limits.decide_memory_bytes, limits.wait_timeout)
     policies = PolicyStore(config.policy_dir)
     policies.poll()
     cluster: ClusterView = SnapshotCluster.from_files(config.cluster_files) if config.cluster_files else NoCluster()
@@ -100,16 +102,33 @@ def create_app(config: ServerConfig | None = None) -> Flask:
     threading.Thread(target=reload_loop, name="policy-reload", daemon=True).start()
     app.extensions["trainadmit"] = {"policies": policies, "certs": certs, "config": config}
 
+    def refuse(webhook: str, status: int, message: str) -> Response:
+        metrics.BAD_REQUESTS.labels(webhook, str(status)).inc()
+        emit("bad_request", webhook=webhook, code=status, error=message)
+        return _json({"error": message}, status)
+
     def admit(webhook: str) -> Response:
         started = time.perf_counter()
+        body = request.get_data(cache=False)
+        limit = limits.body_limit(request.path)
+        if len(body) > limit:
+            return refuse(webhook, 413, f"request body is {len(body)} bytes; the limit is {limit}")
         try:
-            body = request.get_data(cache=False)
-            review = parse_review(body, limits.body_limit(request.path))
+            with memory.hold(estimate(body)):  # parsed and decided within this process's memory budget
+                return answer(webhook, body, started)
+        except TooCostly as exc:
+            return refuse(webhook, 413, str(exc))
+        except Busy as exc:
+            return refuse(webhook, 503, str(exc))
+
+    def answer(webhook: str, body: bytes, started: float) -> Response:
+        try:
+            review = parse_review(body)
         except BadReview as exc:
-            metrics.BAD_REQUESTS.labels(webhook, str(exc.status)).inc()
-            emit("bad_request", webhook=webhook, code=exc.status, error=exc.message)
-            return _json({"error": exc.message}, exc.status)
+            return refuse(webhook, exc.status, exc.message)
         policy, memo = policies.current, policies.memo  # one generation for this whole response
+        if len(body) >= limits.small_body_bytes:
+            memo = None  # keying a large object would double its cost, for a shape that rarely repeats
         kind = str(review.kind.get("kind") or "")
         decision = None
         rules: list[str] = []

@@ -43,6 +43,11 @@ class ReadLimits:
     noop_body_bytes: int = 8 * MiB  # the benchmark floor takes what /validate takes
     small_body_bytes: int = 256 * 1024  # read by the event loop, never waits for the in-flight budget
     max_inflight_body_bytes: int = 8 * MiB  # large bodies being read or answered, per worker process
+    # estimated memory (cost.estimate) of the reviews being parsed and decided, per worker process. Two workers
+    # at the limit with the densest shape measured (estimate 1.18x the real peak) plus the ~90 MB the processes
+    # start with stay under a 512Mi container; a 3 MB review of managedFields-heavy objects (an UPDATE of two
+    # at etcd's 1.5 MiB limit) is estimated at ~190 MB and still fits alone.
+    decide_memory_bytes: int = 200 * MiB
     wait_timeout: float = 20.0  # a large request waiting for the in-flight budget (503 after)
     send_timeout: float = 10.0  # a client that does not read its response
     linger_timeout: float = 5.0  # after an early 413/503: how long the rest of the upload is drained
