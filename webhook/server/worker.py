@@ -420,19 +420,20 @@ class DeadlineThreadWorker(ThreadWorker):
         except OSError:
             self._close(state.conn)
             return
-        # TLS records are drained undecrypted: ~1/16 framing overhead, and whatever else is in flight
-        self._linger_close(state, drain=expected + expected // 16 + 65536, seconds=self.limits.linger_timeout)
+        # TLS stays up: a TLS client that sees the end of the stream refuses to write the rest of its upload
+        self._linger_close(state, drain=expected + 65536, seconds=self.limits.linger_timeout, half_close=False)
 
-    def _linger_close(self, state: ReadState, *, seconds: float, drain: int = 65536) -> None:
-        """Close after our last response: shut down our side (the client sees the end at once), then discard
-        what the client still sends, up to ``drain`` bytes or ``seconds``, before the close
-        (closing with unread data makes the kernel send a reset, which can destroy the response in flight)."""
+    def _linger_close(self, state: ReadState, *, seconds: float, drain: int = 65536, half_close: bool = True) -> None:
+        """Close after our last response, but first discard what the client still sends, up to ``drain`` bytes
+        or ``seconds`` (closing with unread data makes the kernel send a reset, which can destroy the response
+        still in flight). ``half_close``: shut down our side first, so the client sees the end at once."""
         conn = state.conn
         self.reading[id(conn)] = state
         try:
             if conn.sock.fileno() < 0:  # already closed by the thread
                 raise OSError(errno.EBADF, "closed")
-            conn.sock.shutdown(socket.SHUT_WR)  # an SSLSocket drops its TLS state: raw bytes from here on
+            if half_close:
+                conn.sock.shutdown(socket.SHUT_WR)  # an SSLSocket drops its TLS state: raw bytes from here on
             conn.sock.setblocking(False)
         except OSError:
             self._close(conn)
