@@ -66,6 +66,9 @@ class Client:
         class Conn(http.client.HTTPSConnection):
             def connect(self) -> None:
                 raw = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+                # as Go's net package (the apiserver) does: http.client writes head and body separately, and
+                # with Nagle on the body would wait for the server's delayed ACK (40 ms per request)
+                raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 self.sock = ctx.wrap_socket(raw, server_hostname=name)
 
         return Conn(name, port, timeout=timeout)

@@ -415,13 +415,14 @@ class DeadlineThreadWorker(ThreadWorker):
         """Answer early with ``Connection: close``, then drain what the client still sends (``expected``: the
         rest of a declared body), so that it reads the answer instead of a reset."""
         self._release(state)
+        expected = max(expected, 65536)  # and a little of whatever else the client is sending
         try:
             state.conn.sock.send(error_response(status, reason, message))
         except OSError:
             self._close(state.conn)
             return
         # TLS stays up: a TLS client that sees the end of the stream refuses to write the rest of its upload
-        self._linger_close(state, drain=expected + 65536, seconds=self.limits.linger_timeout, half_close=False)
+        self._linger_close(state, drain=expected, seconds=self.limits.linger_timeout, half_close=False)
 
     def _linger_close(self, state: ReadState, *, seconds: float, drain: int = 65536, half_close: bool = True) -> None:
         """Close after our last response, but first discard what the client still sends, up to ``drain`` bytes
