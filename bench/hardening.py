@@ -445,7 +445,8 @@ def wrk_result(proc: subprocess.Popen) -> dict:
         raise SystemExit(f"unexpected wrk output:\n{out}")
     n, dur, p50, p99, status, *socket_errors = (float(x) for x in m.groups()[:9])
     return {"requests": int(n), "rps": n / (dur / 1e6), "p50_ms": p50 / 1000, "p99_ms": p99 / 1000,
-            "non_2xx": int(status), "socket_errors": int(sum(socket_errors))}
+            "non_2xx": int(status), "socket_errors": int(sum(socket_errors)),
+            "errors_by_kind": dict(zip(("connect", "read", "write", "timeout"), map(int, socket_errors), strict=True))}
 
 
 def slope(points: list[tuple[float, float]]) -> float:
@@ -455,7 +456,7 @@ def slope(points: list[tuple[float, float]]) -> float:
 
 
 def cmd_soak(args: argparse.Namespace) -> None:
-    server = Server("deadline")
+    server = Server("deadline", extra=["--max-requests", str(args.max_requests)] if args.max_requests else None)
     try:
         load = wrk(f"https://127.0.0.1:{server.port}/mutate", args.connections, args.minutes * 60)
         t0 = time.monotonic()
@@ -472,7 +473,8 @@ def cmd_soak(args: argparse.Namespace) -> None:
     first, last = points[: len(points) // 4], points[-(len(points) // 4):]
     print(f"soak {args.minutes} min, {args.connections} connections on /mutate: {result['requests']:,} requests, "
           f"{result['rps']:.0f}/s, p50 {result['p50_ms']:.1f} ms, p99 {result['p99_ms']:.1f} ms, non-2xx "
-          f"{result['non_2xx']}, socket errors {result['socket_errors']}; workers started {len(seen)} (2 at start)")
+          f"{result['non_2xx']}, socket errors {result['socket_errors']} {result['errors_by_kind']}; workers started "
+          f"{len(seen)} (2 at start)")
     print(f"  worker PSS sum MB: first quarter {statistics.mean(y for _, y in first):.0f}, last quarter "
           f"{statistics.mean(y for _, y in last):.0f}, min {min(y for _, y in points):.0f}, max "
           f"{max(y for _, y in points):.0f}; slope {slope(points) * 60:+.2f} MB/min")
@@ -537,6 +539,7 @@ def main() -> None:
     soak = sub.add_parser("soak")
     soak.add_argument("--minutes", type=float, default=10)
     soak.add_argument("--connections", type=int, default=8)
+    soak.add_argument("--max-requests", type=int, default=0, help="recycle workers this often (default: serve's)")
     tput = sub.add_parser("tput")
     tput.add_argument("--duration", type=int, default=5)
     tput.add_argument("--rounds", type=int, default=3)

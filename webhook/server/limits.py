@@ -51,6 +51,9 @@ class ReadLimits:
     wait_timeout: float = 20.0  # a large request waiting for the in-flight budget (503 after)
     send_timeout: float = 10.0  # a client that does not read its response
     linger_timeout: float = 5.0  # after an early 413/503: how long the rest of the upload is drained
+    # at shutdown, a new connection that has not sent its request after this long (from accept) is closed
+    # without waiting for its deadline; a TLS handshake and a request head take milliseconds
+    shutdown_idle: float = 1.0
 
     def body_limit(self, path: str) -> int:
         """The largest body accepted on ``path`` (exact match: the app has no other POST routes)."""

@@ -72,6 +72,7 @@ class ReadState:
     conn: TConn
     deadline: float
     phase: str = "handshake"  # handshake | head | wait-budget | body | linger
+    since: float = field(default_factory=time.monotonic)
     buf: bytearray = field(default_factory=bytearray)
     need: int = 0  # bytes of head + body, once the head is parsed
     body_bytes: int = 0  # Content-Length, counted against the in-flight budget when large
@@ -279,9 +280,13 @@ class DeadlineThreadWorker(ThreadWorker):
         super().murder_pending()
         now = time.monotonic()
         for state in list(self.reading.values()):
-            # at shutdown a new connection that has sent nothing is closed at once; a kept-alive one that turned
-            # readable may hold a partial TLS record of its next request: it keeps its deadline
-            idle = not state.buf and state.phase in ("handshake", "head") and not state.kept_alive
+            # at shutdown a new connection that has sent nothing for a while is closed at once (a stalled client
+            # must not hold the exit up for its whole deadline); one accepted just before the worker stopped
+            # accepting (a client reconnecting after a recycled worker's "Connection: close") is in the middle
+            # of its handshake and gets a moment to send its request, which is answered. A kept-alive
+            # connection that turned readable may hold a partial TLS record of its next request: its deadline
+            idle = (not state.buf and state.phase in ("handshake", "head") and not state.kept_alive
+                    and now - state.since > self.limits.shutdown_idle)
             if now < state.deadline and (self.alive or not idle):
                 continue
             if state.phase == "linger" or idle:
