@@ -19,8 +19,8 @@ no trim); ``deadline`` is the default. All load comes from loopback on the same 
   labels  N requests with random paths, kinds and operations; /metrics sample lines before and after.
   soak    wrk, 8 keep-alive connections on /mutate for --minutes; worker PSS every 10 s and its slope
           (least squares, MB per minute); wrk's errors and non-2xx.
-  tput    wrk on /noop and /mutate at 1 and 8 connections, both worker classes alternating: req/s and
-          p50/p99, deadline : gthread ratios.
+  tput    wrk on /noop and /mutate at 1 and 8 connections, both worker classes alternating (recycling off in
+          both): req/s and p50/p99, deadline : gthread ratios.
 """
 
 from __future__ import annotations
@@ -456,7 +456,7 @@ def slope(points: list[tuple[float, float]]) -> float:
 
 
 def cmd_soak(args: argparse.Namespace) -> None:
-    server = Server("deadline", extra=["--max-requests", str(args.max_requests)] if args.max_requests else None)
+    server = Server("deadline", extra=None if args.max_requests is None else ["--max-requests", str(args.max_requests)])
     try:
         load = wrk(f"https://127.0.0.1:{server.port}/mutate", args.connections, args.minutes * 60)
         t0 = time.monotonic()
@@ -485,7 +485,8 @@ def cmd_soak(args: argparse.Namespace) -> None:
 
 
 def cmd_tput(args: argparse.Namespace) -> None:
-    servers = {v: Server(v) for v in ("deadline", "gthread")}
+    # recycling off in both: this compares the workers (at these rates the default recycles every ~10 s)
+    servers = {v: Server(v, extra=["--max-requests", "0"]) for v in ("deadline", "gthread")}
     try:
         runs: dict[tuple, list[dict]] = {}
         for _ in range(args.rounds):
@@ -539,7 +540,7 @@ def main() -> None:
     soak = sub.add_parser("soak")
     soak.add_argument("--minutes", type=float, default=10)
     soak.add_argument("--connections", type=int, default=8)
-    soak.add_argument("--max-requests", type=int, default=0, help="recycle workers this often (default: serve's)")
+    soak.add_argument("--max-requests", type=int, help="recycle workers this often (default: serve's; 0: never)")
     tput = sub.add_parser("tput")
     tput.add_argument("--duration", type=int, default=5)
     tput.add_argument("--rounds", type=int, default=3)
