@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from typing import TYPE_CHECKING
 
 from ..grammars.quantity import QuantityError, parse_quantity
-from ..policy.models import PoolSpec, TopologyLevel
+
+if TYPE_CHECKING:  # types only: `check --cluster` runs on cached policy records too (policy.cache)
+    from ..policy.models import PoolSpec, TopologyLevel
 
 
 class _SelectorIndex:

@@ -7,9 +7,10 @@ saved objects (`check --cluster`) and from a live list + watch (`serve --cluster
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from ..policy.models import PoolSpec, TopologyLevel
+if TYPE_CHECKING:  # types only: the engine runs on cached policy records too (policy.cache)
+    from ..policy.models import PoolSpec, TopologyLevel
 
 
 class ClusterView(Protocol):

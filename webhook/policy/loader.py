@@ -14,9 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
 
-from .models import API_VERSION, DOCUMENT_KINDS, Platform
 from .policyset import PolicySet, SourceRef
 
 try:  # libyaml's loader is ~10x faster than the pure-Python one; same results
@@ -133,6 +131,10 @@ def load_policy_dir(directory: str | Path, builtin_rules: Collection[str]) -> Po
 
     ``builtin_rules`` are the rule ids the engine declares (``trainadmit.engine.load_policy``
     passes them), so that an override of an unknown rule is an error at load time."""
+    from pydantic import ValidationError  # here, not above: PolicyError and policy_files need no pydantic (cache)
+
+    from .models import API_VERSION, DOCUMENT_KINDS, Platform
+
     root = Path(directory)
     if not root.is_dir():
         raise PolicyError([PolicyProblem(str(directory), None, "", "policy directory does not exist", unreadable=True)])

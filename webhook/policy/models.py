@@ -9,7 +9,6 @@ setting that makes the webhook do less than the platform team thinks.
 from __future__ import annotations
 
 import re
-from enum import StrEnum
 from functools import cached_property
 from typing import Annotated, Literal
 
@@ -17,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from ..grammars.nccl import check_nccl_value
 from ..grammars.quantity import QuantityError, parse_quantity
+from .vocab import Action, Enforceable, GangBackend, LevelLookup
 
 API_VERSION = "trainadmit.io/v1alpha1"
 
@@ -109,7 +109,7 @@ class TopologyLevel(Strict):
         return _check_label_key(v)
 
 
-class Topology(Strict):
+class Topology(LevelLookup, Strict):
     default: str = Field(description="Level used when a Job does not name one ('any' = no colocation).")
     levels: list[TopologyLevel] = Field(min_length=1, description="From the smallest domain to the largest.")
 
@@ -125,9 +125,6 @@ class Topology(Strict):
         if self.default != "any" and self.default not in names:
             raise ValueError(f"default level {self.default!r} is not one of {names} or 'any'")
         return self
-
-    def level(self, name: str) -> TopologyLevel | None:
-        return next((lv for lv in self.levels if lv.name == name), None)
 
 
 class Rdma(Strict):
@@ -288,31 +285,6 @@ class Quota(Strict):
 
 # ---------------------------------------------------------------------------------------------
 # Platform
-
-
-class GangBackend(StrEnum):
-    native = "native"
-    coscheduling = "coscheduling"
-    volcano = "volcano"
-    kueue = "kueue"
-
-
-class Action(StrEnum):
-    deny = "deny"
-    warn = "warn"
-    off = "off"
-
-
-class Enforceable(StrEnum):
-    """Fields a policy can own outright: a different user value is then a denial."""
-
-    schedulerName = "schedulerName"
-    priorityClassName = "priorityClassName"
-    nodeSelector = "nodeSelector"
-    ncclEnv = "ncclEnv"
-    shm = "shm"
-    queue = "queue"
-    rdmaNetworks = "rdmaNetworks"
 
 
 class GangSettings(Strict):

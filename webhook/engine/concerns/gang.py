@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 
-from ...policy.models import Action, Enforceable, GangBackend
+from ...policy.vocab import Action, Enforceable, GangBackend
 from ..concern import Concern, rule
 from ..context import Context
 from ..decision import Source

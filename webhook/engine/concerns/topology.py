@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from math import ceil
 
-from ...policy.models import Action
+from ...policy.vocab import Action
 from ..concern import Concern, rule
 from ..context import Context
 from ..paths import field_path
