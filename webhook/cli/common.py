@@ -4,17 +4,34 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
-from ..engine import load_policy
+from ..engine import RULES, load_policy
 from ..policy import PolicyError, PolicySet
 
 EXIT_OK, EXIT_DENIED, EXIT_ERROR = 0, 1, 2
 DEFAULT_POLICY_DIR = os.environ.get("TRAINADMIT_POLICY_DIR", "policies")
 
 
-def load_policy_or_report(path: str) -> PolicySet | None:
-    """The policy set, or None after printing every problem with its file, line and field."""
+def policy_cache_dir() -> Path | None:
+    """Where `check` keeps validated policy sets (``trainadmit.policy.cache``): $TRAINADMIT_CACHE_DIR
+    (set but empty: no cache), else the user's cache directory ($XDG_CACHE_HOME or ~/.cache)."""
+    configured = os.environ.get("TRAINADMIT_CACHE_DIR")
+    if configured is not None:
+        return Path(configured) if configured else None
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "trainadmit"
+
+
+def load_policy_or_report(path: str, cache_dir: Path | None = None) -> PolicySet | None:
+    """The policy set, or None after printing every problem with its file, line and field.
+
+    With ``cache_dir``, a set validated before from the same bytes comes from the policy cache."""
     try:
+        if cache_dir is not None:
+            from ..policy.cache import load_policy_cached
+
+            return load_policy_cached(path, RULES, cache_dir)
         return load_policy(path)
     except PolicyError as exc:
         print(f"trainadmit: invalid policy in {path}:", file=sys.stderr)
