@@ -1,0 +1,145 @@
+"""`trainadmit check` as CI runs it: start-up, objects/s per output format, peak memory.
+
+Run: .venv/bin/python bench/check.py [--rounds N] [--big-rounds N] [--no-10k] [--json FILE]
+
+Each case runs `trainadmit check` as a subprocess (the installed console script, as a pre-commit
+hook or CI step does) and is compared with a baseline measured in the same run, interleaved round
+by round, medians reported (the machines are shared and noisy):
+
+- start-up: one manifest, against `python -c 'import json, yaml'` (the least a Python YAML tool
+  pays); with the policy cache warm (every run after the first with a given policy), and cold
+  (`TRAINADMIT_CACHE_DIR=` empty: the policy validated with pydantic, as on a CI runner's first call);
+- 1,000 and 10,000 generated Jobs (``check_corpus.py``: varied shapes, about one in eight denied,
+  a few not matched, 1-6 KB each), in each output format, against the text output;
+- peak memory (maximum RSS of the process, from ``wait4``) per case.
+
+Wall time is what a user waits for; CPU time (user + system of the process) is what the run costs,
+and moves less when other processes share the cores. Both are printed; the targets are judged on
+wall time, and CPU time is shown next to them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from check_corpus import write_corpus
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+FORMATS = ("text", "json", "yaml")
+
+
+def run(cmd: list[str], env: dict[str, str]) -> tuple[float, float, int, int]:
+    """(wall s, cpu s, peak RSS KiB, exit code) of one process, its output discarded."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=ROOT)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss, proc.returncode
+
+
+def measure(cases: dict[str, list[str]], envs: dict[str, dict[str, str]], rounds: int) -> dict[str, dict]:
+    """Every case once per round, in turn, ``rounds`` times; medians of wall and CPU, max of RSS."""
+    samples: dict[str, list[tuple[float, float, int, int]]] = {name: [] for name in cases}
+    for _ in range(rounds):
+        for name, cmd in cases.items():
+            samples[name].append(run(cmd, envs[name]))
+    out = {}
+    for name, runs in samples.items():
+        codes = {r[3] for r in runs}
+        out[name] = {"wall": statistics.median(r[0] for r in runs), "cpu": statistics.median(r[1] for r in runs),
+                     "rss_kib": max(r[2] for r in runs), "exit": sorted(codes), "rounds": len(runs)}
+    return out
+
+
+def verdict(ok: bool) -> str:
+    return "met" if ok else "NOT met"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=15, help="start-up rounds (default %(default)s)")
+    ap.add_argument("--big-rounds", type=int, default=5, help="rounds for 1,000 Jobs (default %(default)s)")
+    ap.add_argument("--huge-rounds", type=int, default=3, help="rounds for 10,000 Jobs (default %(default)s)")
+    ap.add_argument("--no-10k", action="store_true", help="skip the 10,000-Job corpus")
+    ap.add_argument("--json", help="also write the results to this file")
+    args = ap.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="trainadmit-bench-check-"))
+    cache = work / "cache"
+    warm = dict(os.environ, TRAINADMIT_CACHE_DIR=str(cache))
+    cold = dict(os.environ, TRAINADMIT_CACHE_DIR="")
+    sizes = [1, 1_000] + ([] if args.no_10k else [10_000])
+    corpora = {n: work / f"jobs-{n}" for n in sizes}
+    for n, directory in corpora.items():
+        write_corpus(directory, n)
+    one = next(corpora[1].glob("*.yaml"))
+    check = [str(BIN / "trainadmit"), "check", "-p", str(ROOT / "policies")]
+    run([*check, str(one)], warm)  # fills the policy cache, as the first run with a policy does
+    results: dict = {"machine": f"{os.cpu_count()} cores", "date": time.strftime("%Y-%m-%d")}
+
+    print(f"start-up: one manifest, {args.rounds} interleaved rounds (medians)")
+    start = measure({"baseline": [str(BIN / "python"), "-c", "import json, yaml"],
+                     "check": [*check, str(one)], "check-cold": [*check, str(one)]},
+                    {"baseline": warm, "check": warm, "check-cold": cold}, args.rounds)
+    base = start["baseline"]
+    for name, label in (("baseline", "python -c 'import json, yaml'"), ("check", "trainadmit check, policy cache warm"),
+                        ("check-cold", "trainadmit check, no policy cache")):
+        r = start[name]
+        print(f"  {label:40s} {r['wall'] * 1000:7.1f} ms wall ({r['wall'] / base['wall']:4.2f}x)  "
+              f"{r['cpu'] * 1000:7.1f} ms CPU ({r['cpu'] / base['cpu']:4.2f}x)  {r['rss_kib'] / 1024:6.1f} MiB")
+    results["startup"] = start
+
+    per_size: dict[int, dict] = {}
+    for n in sizes[1:]:
+        rounds = args.big_rounds if n == 1_000 else args.huge_rounds
+        print(f"\n{n:,} Jobs, {rounds} interleaved rounds (medians), against the text output")
+        cases = {fmt: [*check, str(corpora[n]), "-o", fmt] for fmt in FORMATS}
+        r = measure(cases, dict.fromkeys(cases, warm), rounds)
+        text = r["text"]
+        for fmt in FORMATS:
+            x = r[fmt]
+            print(f"  -o {fmt:5s} {x['wall']:7.2f} s wall ({x['wall'] / text['wall']:4.2f}x)  "
+                  f"{x['cpu']:7.2f} s CPU ({x['cpu'] / text['cpu']:4.2f}x)  {n / x['wall']:7.0f} objects/s  "
+                  f"peak {x['rss_kib'] / 1024:6.1f} MiB ({x['rss_kib'] / text['rss_kib']:4.2f}x)  exit {x['exit']}")
+        per_size[n] = r
+        results[f"jobs_{n}"] = r
+
+    print("\ntargets")
+    ratio = start["check"]["wall"] / base["wall"]
+    cpu_ratio = start["check"]["cpu"] / base["cpu"]
+    print(f"  one manifest <= 3x python -c 'import json, yaml': {ratio:.2f}x wall, {cpu_ratio:.2f}x CPU: "
+          f"{verdict(ratio <= 3)}")
+    k = per_size[1_000]
+    for fmt in ("yaml", "json"):
+        w, c = k[fmt]["wall"] / k["text"]["wall"], k[fmt]["cpu"] / k["text"]["cpu"]
+        print(f"  1,000 Jobs -o {fmt} <= 1.3x text: {w:.2f}x wall, {c:.2f}x CPU: {verdict(w <= 1.3)}")
+    mem = k["json"]["rss_kib"] / k["text"]["rss_kib"]
+    print(f"  1,000 Jobs -o json peak memory <= 1.5x text: {mem:.2f}x: {verdict(mem <= 1.5)}")
+    if 10_000 in per_size:
+        for fmt in FORMATS:
+            small = 1_000 / per_size[1_000][fmt]["wall"]
+            big = 10_000 / per_size[10_000][fmt]["wall"]
+            small_cpu = 1_000 / per_size[1_000][fmt]["cpu"]
+            big_cpu = 10_000 / per_size[10_000][fmt]["cpu"]
+            print(f"  10,000 Jobs -o {fmt} objects/s not 10% below 1,000's: {big:.0f} vs {small:.0f} "
+                  f"({big / small - 1:+.1%} wall, {big_cpu / small_cpu - 1:+.1%} CPU), peak "
+                  f"{per_size[10_000][fmt]['rss_kib'] / 1024:.1f} vs {per_size[1_000][fmt]['rss_kib'] / 1024:.1f} MiB: "
+                  f"{verdict(big / small >= 0.90)}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
