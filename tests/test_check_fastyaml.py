@@ -152,6 +152,24 @@ def test_floats_and_other_types_go_through_pyyaml():
         our_dump(docs)  # ... for either
 
 
+def test_plain_documents_skip_the_representer_and_others_use_it(monkeypatch):
+    def no_representer(self, data):
+        raise AssertionError("SafeRepresenter used")
+
+    monkeypatch.setattr(fastyaml.Dumper, "represent_data", no_representer)
+    assert our_dump([{"a": [1, True, None, "x"]}, "text", 3])  # straight to libyaml
+    for other in ({"f": 1.5}, {"k": {"shared": (shared := {"x": 1}), "again": shared}}, {(1, 2): "tuple key"}):
+        with pytest.raises(AssertionError, match="SafeRepresenter used"):
+            our_dump([other])
+
+
+def test_anchors_are_pyyamls_around_plain_documents():
+    shared = {"x": [1, 2]}
+    docs = [{"a": shared, "b": shared}, {"plain": ["doc"]}, {"c": shared, "d": [shared, 1.5]}, "end"]
+    out = our_dump(docs)
+    assert out == stock_dump(docs) and out.count("&id001") == 2
+
+
 def test_a_file_without_libyaml_would_fall_back_to_pure_python():
     assert fastyaml.Loader.__mro__[1] is (yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader)
     assert isinstance(fastyaml.open_dumper(io.StringIO(), **OPTIONS), yaml.CSafeDumper)

@@ -1,22 +1,24 @@
 """PyYAML's C loader and C dumper with less Python per node: the same documents in, the same bytes out.
 
-Why: libyaml parses and emits in C, but PyYAML still builds every value (constructor) and every
-node (representer) in Python through generic per-node dispatch, and calls back into Python to
-resolve each scalar's implicit tag and to track path resolvers. For `trainadmit check` over a
-repository of manifests that is most of the time spent outside the engine. Here:
+Why: libyaml parses and emits in C, but PyYAML builds every value (constructor) and every node
+(representer, serializer) in Python through generic per-node dispatch, and calls back into Python
+to resolve each scalar's implicit tag. For `trainadmit check` over a repository of manifests that
+is most of the time spent outside the engine (dumping 1,000 mutated Jobs cost more than deciding
+them). Here:
 
-- values and nodes for the common cases (maps, sequences, strings, ints, bools, null, and every
-  scalar tag the safe constructor knows) are built directly; anything else (an alias of a
-  collection, a merge key, an explicit or unknown tag, an unhashable key, a non-builtin type) goes
-  to PyYAML's own code, for the whole document when loading, so results and errors are PyYAML's;
+- loading: values for maps, sequences, strings and every scalar tag the safe constructor knows are
+  built straight from libyaml's nodes; a document with anything else (an alias of a collection, a
+  merge key, a collection tag, an unknown tag, an unhashable key) is built by PyYAML's constructor;
+- dumping: a document made only of dicts, lists, str, int, bool and None, with no dict or list met
+  twice (every mutated Job), goes to libyaml as the very events SafeRepresenter and the serializer
+  would emit for it; any other document goes through them;
 - scalar tag resolution, a pure function of (kind, value, implicit) for the safe resolver, is
-  memoized in C (``functools.lru_cache``), so a repeated key or value costs no Python call;
-- the path-resolver hooks, which do nothing without path resolvers (PyYAML's safe classes have
-  none, and ``_hooks_are_noops`` checks), are C callables that do nothing.
+  memoized in C (``functools.lru_cache``), and the loader's path-resolver hooks, which do nothing
+  without path resolvers (the safe classes have none; ``_hooks_are_noops`` checks), are C no-ops.
 
-``tests/test_check_fastyaml.py`` holds both to PyYAML: the same data from every fixture, example,
-policy and generated manifest (and from generated YAML with aliases, merges and tags), and the
-same bytes as ``yaml.dump_all`` with libyaml's dumper.
+``tests/test_check_fastyaml.py`` holds both to PyYAML: the same data and errors from every YAML and
+JSON file of the project and from YAML written to hit each hand-back, and the same bytes as
+``yaml.dump_all`` with libyaml's dumper for those files, mutated Jobs and generated data.
 """
 
 from __future__ import annotations
@@ -27,6 +29,15 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 import yaml
+from yaml.events import (
+    DocumentEndEvent,
+    DocumentStartEvent,
+    MappingEndEvent,
+    MappingStartEvent,
+    ScalarEvent,
+    SequenceEndEvent,
+    SequenceStartEvent,
+)
 from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 from yaml.resolver import Resolver
 
@@ -51,54 +62,96 @@ class Loader(_BASE_LOADER):
     ascend_resolver = staticmethod(tuple)  # () -> ignored
 
 
+class _Complex(Exception):
+    """This document needs PyYAML's representer."""
+
+
+def _check_simple(data: Any, seen: set[int]) -> None:
+    """Raise _Complex unless ``data`` is made of dicts, lists, str, int, bool and None only, with
+    no dict or list met twice (that would be an alias) and only scalar keys."""
+    kind = type(data)
+    if kind is dict:
+        if id(data) in seen:
+            raise _Complex
+        seen.add(id(data))
+        for key, value in data.items():
+            if type(key) not in _SCALARS:
+                raise _Complex
+            _check_simple(value, seen)
+    elif kind is list:
+        if id(data) in seen:
+            raise _Complex
+        seen.add(id(data))
+        for value in data:
+            _check_simple(value, seen)
+    elif kind not in _SCALARS:
+        raise _Complex
+
+
+_SCALARS = (str, int, bool, type(None))
+_PLAIN = (True, False)
+
+
 class Dumper(_BASE_DUMPER):
-    """Represents dicts, lists, str, int, bool and None as SafeRepresenter does (an alias for a dict
-    or list met twice included); any other value goes through SafeRepresenter itself."""
+    """A document made of dicts, lists, str, int, bool and None (every mutated Job) is emitted as
+    the events SafeRepresenter and the serializer would produce for it, straight to libyaml (which
+    copies each event, so one scalar event is reused); anything else goes through PyYAML."""
 
-    descend_resolver = staticmethod(operator.is_)
-    ascend_resolver = staticmethod(tuple)
-
-    def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
-        if kind is ScalarNode:
-            return _resolve_cached(kind, value, implicit)
-        return Resolver.resolve(self, kind, value, implicit)  # the emitter passes a collection's node list
+    def __init__(self, stream: IO[str], **options: Any):
+        super().__init__(stream, **options)
+        # the events below are SafeRepresenter's and the serializer's for block style, keys in order,
+        # documents started and ended implicitly; the pure-Python emitter keeps events queued, so
+        # reusing one there would change them
+        self._events = bool(_C and self.default_flow_style is False and self.sort_keys is False
+                            and self.default_style is None
+                            and all(options.get(k) is None for k in ("explicit_start", "explicit_end", "version",
+                                                                    "tags")))
 
     def represent(self, data: Any) -> None:
-        if self.default_flow_style is not False or self.default_style is not None:
-            return super().represent(data)
-        node = self._node(data)
-        self.serialize(node)
-        self.represented_objects = {}
-        self.object_keeper = []
-        self.alias_key = None
-        return None
+        if self._events:
+            try:
+                _check_simple(data, set())
+            except _Complex:
+                pass
+            else:
+                self.emit(_DOCUMENT_START)
+                self._emit(data, self.emit, ScalarEvent(None, STR, _PLAIN, ""))
+                self.emit(_DOCUMENT_END)
+                return
+        super().represent(data)
 
-    def _node(self, data: Any) -> Any:
+    def _emit(self, data: Any, emit: Any, scalar: ScalarEvent) -> None:
         kind = type(data)
         if kind is str:
-            return ScalarNode(STR, data)
-        if kind is dict or kind is list:
-            node = self.represented_objects.get(id(data))
-            if node is not None:  # the same object again: an alias, as represent_data makes it
-                return node
-            self.object_keeper.append(data)
-            value: list = []
-            if kind is dict:
-                node = self.represented_objects[id(data)] = MappingNode(MAP, value, flow_style=False)
-                for k, v in data.items():
-                    value.append((self._node(k), self._node(v)))
-            else:
-                node = self.represented_objects[id(data)] = SequenceNode(SEQ, value, flow_style=False)
-                for v in data:
-                    value.append(self._node(v))
-            return node
-        if kind is int:
-            return ScalarNode(INT, str(data))
-        if kind is bool:
-            return ScalarNode(BOOL, "true" if data else "false")
-        if data is None:
-            return ScalarNode(NULL, "null")
-        return self.represent_data(data)
+            scalar.tag, scalar.value = STR, data
+            scalar.implicit = (_resolve_cached(ScalarNode, data, _PLAIN) == STR, True)
+        elif kind is dict:
+            emit(_MAP_START)
+            for key, value in data.items():
+                self._emit(key, emit, scalar)
+                self._emit(value, emit, scalar)
+            emit(_MAP_END)
+            return
+        elif kind is list:
+            emit(_SEQ_START)
+            for value in data:
+                self._emit(value, emit, scalar)
+            emit(_SEQ_END)
+            return
+        elif kind is int:
+            text = str(data)
+            scalar.tag, scalar.value = INT, text
+            scalar.implicit = (_resolve_cached(ScalarNode, text, _PLAIN) == INT, False)
+        elif kind is bool:
+            scalar.tag, scalar.value, scalar.implicit = BOOL, "true" if data else "false", _PLAIN
+        else:
+            scalar.tag, scalar.value, scalar.implicit = NULL, "null", _PLAIN
+        emit(scalar)
+
+
+_DOCUMENT_START, _DOCUMENT_END = DocumentStartEvent(explicit=None), DocumentEndEvent(explicit=None)
+_MAP_START, _MAP_END = MappingStartEvent(None, MAP, True, flow_style=False), MappingEndEvent()
+_SEQ_START, _SEQ_END = SequenceStartEvent(None, SEQ, True, flow_style=False), SequenceEndEvent()
 
 
 class _Fallback(Exception):
