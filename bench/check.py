@@ -17,9 +17,9 @@ The package is compiled to bytecode first (`python -m compileall`), as pip does 
 a wheel: where PYTHONDONTWRITEBYTECODE is set (these machines), an editable install would
 otherwise compile every trainadmit module from source on every run.
 
-Wall time is what a user waits for; CPU time (user + system of the process) is what the run costs,
-and moves less when other processes share the cores. Both are printed; the targets are judged on
-wall time, and CPU time is shown next to them.
+Wall time is what a user waits for; CPU time (user + system of the process) is what the run costs.
+Both are printed. The targets are judged on CPU time: on these shared machines other engineers'
+work moves wall time by up to 2x within a run, and moves CPU time far less.
 """
 
 from __future__ import annotations
@@ -121,27 +121,24 @@ def main() -> int:
         per_size[n] = r
         results[f"jobs_{n}"] = r
 
-    print("\ntargets")
-    ratio = start["check"]["wall"] / base["wall"]
-    cpu_ratio = start["check"]["cpu"] / base["cpu"]
-    print(f"  one manifest <= 3x python -c 'import json, yaml': {ratio:.2f}x wall, {cpu_ratio:.2f}x CPU: "
-          f"{verdict(ratio <= 3)}")
+    print("\ntargets (judged on CPU time; wall time in brackets moves with the other processes on the machine)")
+    ratio = start["check"]["cpu"] / base["cpu"]
+    wall = start["check"]["wall"] / base["wall"]
+    print(f"  one manifest <= 3x python -c 'import json, yaml': {ratio:.2f}x ({wall:.2f}x wall): {verdict(ratio <= 3)}")
     k = per_size[1_000]
     for fmt in ("yaml", "json"):
-        w, c = k[fmt]["wall"] / k["text"]["wall"], k[fmt]["cpu"] / k["text"]["cpu"]
-        print(f"  1,000 Jobs -o {fmt} <= 1.3x text: {w:.2f}x wall, {c:.2f}x CPU: {verdict(w <= 1.3)}")
+        c, w = k[fmt]["cpu"] / k["text"]["cpu"], k[fmt]["wall"] / k["text"]["wall"]
+        print(f"  1,000 Jobs -o {fmt} <= 1.3x text: {c:.2f}x ({w:.2f}x wall): {verdict(c <= 1.3)}")
     mem = k["json"]["rss_kib"] / k["text"]["rss_kib"]
     print(f"  1,000 Jobs -o json peak memory <= 1.5x text: {mem:.2f}x: {verdict(mem <= 1.5)}")
     if 10_000 in per_size:
         for fmt in FORMATS:
-            small = 1_000 / per_size[1_000][fmt]["wall"]
-            big = 10_000 / per_size[10_000][fmt]["wall"]
-            small_cpu = 1_000 / per_size[1_000][fmt]["cpu"]
-            big_cpu = 10_000 / per_size[10_000][fmt]["cpu"]
-            print(f"  10,000 Jobs -o {fmt} objects/s not 10% below 1,000's: {big:.0f} vs {small:.0f} "
-                  f"({big / small - 1:+.1%} wall, {big_cpu / small_cpu - 1:+.1%} CPU), peak "
-                  f"{per_size[10_000][fmt]['rss_kib'] / 1024:.1f} vs {per_size[1_000][fmt]['rss_kib'] / 1024:.1f} MiB: "
-                  f"{verdict(big / small >= 0.90)}")
+            small, big = per_size[1_000][fmt], per_size[10_000][fmt]
+            change = (10_000 / big["cpu"]) / (1_000 / small["cpu"]) - 1
+            wall_change = (10_000 / big["wall"]) / (1_000 / small["wall"]) - 1
+            print(f"  10,000 Jobs -o {fmt} objects/s within 10% of 1,000's: {10_000 / big['cpu']:.0f} vs "
+                  f"{1_000 / small['cpu']:.0f} per CPU second, {change:+.1%} ({wall_change:+.1%} wall); peak memory "
+                  f"{big['rss_kib'] / 1024:.1f} vs {small['rss_kib'] / 1024:.1f} MiB: {verdict(abs(change) <= 0.10)}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
     return 0
