@@ -90,6 +90,60 @@ def _check_simple(data: Any, seen: set[int]) -> None:
 
 _SCALARS = (str, int, bool, type(None))
 _PLAIN = (True, False)
+_STR_PLAIN, _STR_QUOTED = (True, True), (False, True)  # (plain_implicit, quoted_implicit) of a str scalar
+_STR_MEMO: dict[str, tuple[bool, bool]] = {}
+_MEMO_LIMIT = 1 << 16
+
+
+def _str_implicit(value: str) -> tuple[bool, bool]:
+    """What the serializer computes for a str node: plain if the value does not resolve to another tag."""
+    implicit = _STR_MEMO.get(value)
+    if implicit is None:
+        if len(_STR_MEMO) >= _MEMO_LIMIT:
+            _STR_MEMO.clear()
+        implicit = _STR_MEMO[value] = _STR_PLAIN if _resolve_cached(ScalarNode, value, _PLAIN) == STR else _STR_QUOTED
+    return implicit
+
+
+def _emit_value(data: Any, emit: Any, scalar: ScalarEvent) -> None:
+    """The events of one value; a str (the most common) is written in place, without a call."""
+    kind = type(data)
+    if kind is dict:
+        emit(_MAP_START)
+        for key, value in data.items():
+            if type(key) is str:
+                scalar.tag, scalar.value, scalar.implicit = STR, key, _str_implicit(key)
+                emit(scalar)
+            else:
+                _emit_value(key, emit, scalar)
+            if type(value) is str:
+                scalar.tag, scalar.value, scalar.implicit = STR, value, _str_implicit(value)
+                emit(scalar)
+            else:
+                _emit_value(value, emit, scalar)
+        emit(_MAP_END)
+        return
+    if kind is list:
+        emit(_SEQ_START)
+        for value in data:
+            if type(value) is str:
+                scalar.tag, scalar.value, scalar.implicit = STR, value, _str_implicit(value)
+                emit(scalar)
+            else:
+                _emit_value(value, emit, scalar)
+        emit(_SEQ_END)
+        return
+    if kind is str:
+        scalar.tag, scalar.value, scalar.implicit = STR, data, _str_implicit(data)
+    elif kind is int:
+        text = str(data)
+        scalar.tag, scalar.value = INT, text
+        scalar.implicit = (_resolve_cached(ScalarNode, text, _PLAIN) == INT, False)
+    elif kind is bool:
+        scalar.tag, scalar.value, scalar.implicit = BOOL, "true" if data else "false", _PLAIN
+    else:
+        scalar.tag, scalar.value, scalar.implicit = NULL, "null", _PLAIN
+    emit(scalar)
 
 
 class Dumper(_BASE_DUMPER):
@@ -99,7 +153,7 @@ class Dumper(_BASE_DUMPER):
 
     def __init__(self, stream: IO[str], **options: Any):
         super().__init__(stream, **options)
-        # the events below are SafeRepresenter's and the serializer's for block style, keys in order,
+        # the events are SafeRepresenter's and the serializer's for block style, keys in order,
         # documents started and ended implicitly; the pure-Python emitter keeps events queued, so
         # reusing one there would change them
         self._events = bool(_C and self.default_flow_style is False and self.sort_keys is False
@@ -115,38 +169,10 @@ class Dumper(_BASE_DUMPER):
                 pass
             else:
                 self.emit(_DOCUMENT_START)
-                self._emit(data, self.emit, ScalarEvent(None, STR, _PLAIN, ""))
+                _emit_value(data, self.emit, ScalarEvent(None, STR, _PLAIN, ""))
                 self.emit(_DOCUMENT_END)
                 return
         super().represent(data)
-
-    def _emit(self, data: Any, emit: Any, scalar: ScalarEvent) -> None:
-        kind = type(data)
-        if kind is str:
-            scalar.tag, scalar.value = STR, data
-            scalar.implicit = (_resolve_cached(ScalarNode, data, _PLAIN) == STR, True)
-        elif kind is dict:
-            emit(_MAP_START)
-            for key, value in data.items():
-                self._emit(key, emit, scalar)
-                self._emit(value, emit, scalar)
-            emit(_MAP_END)
-            return
-        elif kind is list:
-            emit(_SEQ_START)
-            for value in data:
-                self._emit(value, emit, scalar)
-            emit(_SEQ_END)
-            return
-        elif kind is int:
-            text = str(data)
-            scalar.tag, scalar.value = INT, text
-            scalar.implicit = (_resolve_cached(ScalarNode, text, _PLAIN) == INT, False)
-        elif kind is bool:
-            scalar.tag, scalar.value, scalar.implicit = BOOL, "true" if data else "false", _PLAIN
-        else:
-            scalar.tag, scalar.value, scalar.implicit = NULL, "null", _PLAIN
-        emit(scalar)
 
 
 _DOCUMENT_START, _DOCUMENT_END = DocumentStartEvent(explicit=None), DocumentEndEvent(explicit=None)
