@@ -1,9 +1,10 @@
-"""A minimal Kubernetes API server for the certificate controller's tests (there is no cluster here).
+"""A minimal Kubernetes API server for the controllers' tests (there is no cluster here).
 
 It speaks the real wire protocol the official ``kubernetes`` client uses (JSON over HTTP, Status
 objects for errors) with the semantics that matter for a controller: 404 for absent objects, 409 on
 create of an existing name and on update with a stale ``resourceVersion``, increasing
-resourceVersions. Objects are stored as the JSON the client sent.
+resourceVersions, JSON merge patches, and the ``status`` subresource (a PUT there changes only the
+status, as a kubelet's writes do). Objects are stored as the JSON the client sent.
 """
 
 from __future__ import annotations
@@ -14,13 +15,27 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 COLLECTIONS = {"secrets", "leases", "mutatingwebhookconfigurations", "validatingwebhookconfigurations", "jobs",
-               "podgroups"}
+               "podgroups", "pods", "events", "pytorchjobs"}
+
+
+def merge_patch(target: object, patch: object) -> object:
+    """RFC 7386 JSON merge patch: maps merge, null deletes, everything else replaces."""
+    if not isinstance(patch, dict):
+        return patch
+    out = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge_patch(out.get(key), value)
+    return out
 
 
 class JSONHandler(BaseHTTPRequestHandler):
     """HTTP plumbing shared by the fake apiservers: JSON bodies and Kubernetes Status errors."""
 
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # else each reply on a kept-open connection waits ~40 ms for a delayed ACK
 
     def log_message(self, *args) -> None:
         pass
@@ -100,6 +115,8 @@ class FakeAPIServer:
             def do_PUT(self) -> None:
                 path, _ = self._route()
                 body = self._body()
+                subresource = path.endswith("/status")
+                path = path.removesuffix("/status")
                 with server.lock:
                     current = server.objects.get(path)
                     if current is None:
@@ -107,6 +124,24 @@ class FakeAPIServer:
                     if body["metadata"].get("resourceVersion") != current["metadata"]["resourceVersion"]:
                         return self._status(409, "Conflict", "the object has been modified; please apply your "
                                                              "changes to the latest version and try again")
+                    if subresource:  # only the status changes
+                        body = {**current, "status": body.get("status"), "metadata": dict(current["metadata"])}
+                    server.version += 1
+                    body["metadata"]["resourceVersion"] = str(server.version)
+                    server.objects[path] = body
+                self._send(200, body)
+
+            def do_PATCH(self) -> None:
+                path, _ = self._route()
+                if self.headers.get("Content-Type") != "application/merge-patch+json":
+                    return self._status(415, "UnsupportedMediaType", f"{self.headers.get('Content-Type')} is not "
+                                                                     "served here")
+                patch = self._body()
+                with server.lock:
+                    current = server.objects.get(path)
+                    if current is None:
+                        return self._status(404, "NotFound", f"{path} not found")
+                    body = merge_patch(current, patch)
                     server.version += 1
                     body["metadata"]["resourceVersion"] = str(server.version)
                     server.objects[path] = body

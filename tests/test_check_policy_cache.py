@@ -18,14 +18,14 @@ from helpers import job
 from trainadmit.authoring.explain import Explainer
 from trainadmit.cli.inputs import Item
 from trainadmit.cli.render import record, text
-from trainadmit.engine import RULES, Request, decide
+from trainadmit.engine import Request, decide, load_policy
 from trainadmit.policy import cache, models
 
 
 def saved_and_read(directory: Path, cache_dir: Path):
     """(the validated set the first load returns, the set a later process reads back)."""
-    first = cache.load_policy_cached(directory, RULES, cache_dir)
-    again = cache.load_policy_cached(directory, RULES, cache_dir)
+    first = cache.load_policy_cached(directory, load_policy, cache_dir)
+    again = cache.load_policy_cached(directory, load_policy, cache_dir)
     assert not isinstance(first.platform_doc, cache.Record)
     assert isinstance(again.platform_doc, cache.Record), "the second load must come from the cache"
     return first, again
@@ -109,7 +109,7 @@ def test_odd_values_round_trip_and_uncacheable_ones_load_every_time(tmp_path):
     (directory / "extra.yaml").write_text(yaml.safe_dump(rule))
     before = set((tmp_path / "cache").iterdir())
     for _ in range(2):
-        policy = cache.load_policy_cached(directory, RULES, tmp_path / "cache")
+        policy = cache.load_policy_cached(directory, load_policy, tmp_path / "cache")
         assert not isinstance(policy.platform_doc, cache.Record)
         assert str(policy.rules["odd"].params["when"]) == "2026-01-01"
     assert set((tmp_path / "cache").iterdir()) == before
@@ -117,36 +117,37 @@ def test_odd_values_round_trip_and_uncacheable_ones_load_every_time(tmp_path):
 
 def test_any_changed_byte_is_a_miss(tmp_path):
     directory = write_policy(tmp_path / "p")
-    key = cache.cache_key(directory, RULES)
-    assert key == cache.cache_key(write_policy(tmp_path / "elsewhere"), RULES)  # content, not location
+    key = cache.cache_key(directory)
+    assert key == cache.cache_key(write_policy(tmp_path / "elsewhere"))  # content, not location
     saved_and_read(directory, tmp_path / "cache")
 
     pools = directory / "pools.yaml"
     pools.write_text(pools.read_text().replace("perNode: 8", "perNode: 4"))
-    assert cache.cache_key(directory, RULES) != key
-    changed = cache.load_policy_cached(directory, RULES, tmp_path / "cache")
+    assert cache.cache_key(directory) != key
+    changed = cache.load_policy_cached(directory, load_policy, tmp_path / "cache")
     assert changed.pools["h100-ib"].gpu.perNode == 4  # validated again, not the saved set
-    assert cache.load_policy_cached(directory, RULES, tmp_path / "cache").pools["h100-ib"].gpu.perNode == 4
+    assert cache.load_policy_cached(directory, load_policy, tmp_path / "cache").pools["h100-ib"].gpu.perNode == 4
 
     (directory / "pools.yaml").rename(directory / "pools2.yaml")
-    assert cache.cache_key(directory, RULES) not in (key, None)
-    assert cache.cache_key(directory, RULES) != cache.cache_key(directory, [*RULES, "new.rule"])
+    assert cache.cache_key(directory) not in (key, None)
 
 
-def test_a_change_to_the_validating_code_is_a_miss(tmp_path, monkeypatch):
-    code = tmp_path / "code"
-    shutil.copytree(Path(cache.__file__).parent, code)
-    monkeypatch.setattr(cache, "_CODE_DIRS", (code,))
-    before = cache.cache_key(POLICIES, RULES)
-    models_py = code / "models.py"
-    models_py.write_text(models_py.read_text().replace('"64Gi"', '"32Gi"'))
-    assert cache.cache_key(POLICIES, RULES) != before
+@pytest.mark.parametrize("module", ["policy/models.py", "engine/registry.py", "engine/workloads/__init__.py"])
+def test_a_change_to_any_code_is_a_miss(module, tmp_path, monkeypatch):
+    """The models validate, the engine's rule ids and handled kinds are what a policy is checked against."""
+    code = tmp_path / "trainadmit"
+    shutil.copytree(cache._CODE_ROOT, code, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(cache, "_CODE_ROOT", code)
+    before = cache.cache_key(POLICIES)
+    changed = code / module
+    changed.write_text(changed.read_text() + "\n# one more line\n")
+    assert cache.cache_key(POLICIES) != before
 
 
 def plant(cache_dir: Path, directory: Path, payload_from: Path, mode: int = 0o600) -> Path:
     """Put the saved form of another policy under ``directory``'s key (what an attacker or a bug would do)."""
     [other] = [p for p in payload_from.glob("policy-*.json")]
-    target = cache_dir / f"policy-{cache.cache_key(directory, RULES)}.json"
+    target = cache_dir / f"policy-{cache.cache_key(directory)}.json"
     cache_dir.mkdir(exist_ok=True)
     target.write_text(other.read_text())
     target.chmod(mode)
@@ -159,25 +160,27 @@ def test_damaged_foreign_and_others_writable_files_are_never_served(tmp_path):
     saved_and_read(other, tmp_path / "other-cache")
     cache_dir = tmp_path / "cache"
     target = plant(cache_dir, directory, tmp_path / "other-cache", mode=0o666)  # others may write it
-    assert cache.load_policy_cached(directory, RULES, cache_dir).platform.shm.sizeLimit == "64Gi"
+    assert cache.load_policy_cached(directory, load_policy, cache_dir).platform.shm.sizeLimit == "64Gi"
 
     for damage in ("{not json", '{"\\u0000record": ["PoolSpec", ["StrEnum"], {}]}',
                    '{"\\u0000record": ["PoolSpec", ["Record"], {}]}', '{"\\u0000nope": 1}',
-                   json.dumps({"\0enum": ["Path", "/etc"]}), ""):
+                   json.dumps({"\0enum": ["os", "environ", "x"]}),
+                   json.dumps({"\0enum": ["trainadmit.grammars.nope", "X", "x"]}),
+                   json.dumps({"\0enum": ["trainadmit.grammars.preflight", "Expectations", "x"]}), ""):
         target.write_text(damage)
         target.chmod(0o600)
-        policy = cache.load_policy_cached(directory, RULES, cache_dir)
+        policy = cache.load_policy_cached(directory, load_policy, cache_dir)
         assert policy.platform.shm.sizeLimit == "64Gi" and not isinstance(policy.platform_doc, cache.Record)
-        assert isinstance(cache.load_policy_cached(directory, RULES, cache_dir).platform_doc, cache.Record)
+        assert isinstance(cache.load_policy_cached(directory, load_policy, cache_dir).platform_doc, cache.Record)
     if hasattr(os, "getuid") and os.getuid() == 0:
         os.chown(target, 12345, 12345)  # someone else's file
-        assert not isinstance(cache.load_policy_cached(directory, RULES, cache_dir).platform_doc, cache.Record)
+        assert not isinstance(cache.load_policy_cached(directory, load_policy, cache_dir).platform_doc, cache.Record)
 
 
 def test_an_unwritable_cache_directory_costs_speed_not_correctness(tmp_path):
     blocked = tmp_path / "file"
     blocked.write_text("not a directory")
-    policy = cache.load_policy_cached(POLICIES, RULES, blocked / "cache")
+    policy = cache.load_policy_cached(POLICIES, load_policy, blocked / "cache")
     assert set(policy.pools) == {"h100-ib", "l40s-eth"}
 
 
@@ -185,5 +188,5 @@ def test_a_missing_directory_is_the_loaders_error(tmp_path):
     from trainadmit.policy import PolicyError
 
     with pytest.raises(PolicyError, match="does not exist"):
-        cache.load_policy_cached(tmp_path / "missing", RULES, tmp_path / "cache")
+        cache.load_policy_cached(tmp_path / "missing", load_policy, tmp_path / "cache")
     assert not (tmp_path / "cache").exists()

@@ -95,14 +95,15 @@ def test_streamed_output_is_the_all_at_once_rendering(corpus, output):
 
 
 def test_yaml_marks_each_object_no_policy_matches_right_before_it(corpus):
-    out = run_cli("check", str(corpus / "d-cpu-preprocessing.yaml"), str(corpus / "d-llama-pretrain.yaml"),
-                  str(corpus / "f-configmap.yaml"), "-o", "yaml").stdout
-    assert out.startswith("# ") and "Job team-nlp/tokenize: not matched (no GPU request" in out.splitlines()[0]
+    cpu, llama, configmap = (corpus / name for name in ("d-cpu-preprocessing.yaml", "d-llama-pretrain.yaml",
+                                                        "f-configmap.yaml"))
+    out = run_cli("check", str(cpu), str(llama), str(configmap), "-o", "yaml").stdout
+    reasons = [decide_item(Item("", 1, yaml.safe_load(p.read_text()))).reason for p in (cpu, configmap)]
+    assert all(reasons)
+    assert out.splitlines()[0] == f"# {cpu}#1: Job team-nlp/tokenize: not matched ({reasons[0]})"
     docs = out.split("\n---\n")
     assert len(docs) == 3 and docs[2].startswith("apiVersion: v1\nkind: ConfigMap")
-    assert docs[1].endswith("\n# " + str(corpus / "f-configmap.yaml") + "#1: ConfigMap default/c: not matched "
-                            "(kind v1/ConfigMap is not handled; trainadmit acts on batch/v1 Jobs and on v1 Pods that "
-                            "no Job owns)")
+    assert docs[1].endswith(f"\n# {configmap}#1: ConfigMap default/c: not matched ({reasons[1]})")
     assert [d["kind"] for d in yaml.safe_load_all(out)] == ["Job", "Job", "ConfigMap"]
 
 

@@ -11,8 +11,11 @@ from functools import cache
 import pytest
 import yaml
 from conftest import EXAMPLES, FIXTURES, POLICIES, ROOT, load_yaml, review, schema_errors
+from helpers import with_gpus
 
+from trainadmit.cluster.reconciler import podgroup_kinds
 from trainadmit.engine import match
+from trainadmit.engine.workloads import ADAPTERS, adapter_for
 
 OVERLAYS = ["default", "cert-manager", "in-cluster-certs"]
 CERT_MANAGER_KINDS = {"Issuer", "Certificate"}  # CRDs: not in the Kubernetes schemas
@@ -73,11 +76,23 @@ def test_rbac_is_least_privilege():
     writes = {(g, r) for rule in cluster["rules"] for g in rule["apiGroups"] for r in rule["resources"]
               if set(rule["verbs"]) & {"create", "update", "patch", "delete"}}
     assert writes == {("scheduling.k8s.io", "podgroups"), ("scheduling.x-k8s.io", "podgroups"),
+                      ("scheduling.volcano.sh", "podgroups"),
                       ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"),
-                      ("admissionregistration.k8s.io", "validatingwebhookconfigurations")}
+                      ("admissionregistration.k8s.io", "validatingwebhookconfigurations"),
+                      # the preflight status: an annotation on the workloads whose Pods it reads, and Events
+                      ("batch", "jobs"), ("kubeflow.org", "pytorchjobs"), ("kubeflow.org", "mpijobs"),
+                      ("ray.io", "rayclusters"), ("batch.volcano.sh", "jobs"), ("", "events")}
+    status_writes = {(g, r): rule["verbs"] for rule in cluster["rules"] for g in rule["apiGroups"]
+                     for r in rule["resources"] if (g, r) in writes and r != "podgroups"
+                     and g != "admissionregistration.k8s.io"}
+    assert all(set(verbs) & {"create", "update", "delete"} == ({"create"} if r == "events" else set())
+               for (_, r), verbs in status_writes.items()), status_writes  # patch only; Events are only created
     webhook_rule = next(r for r in cluster["rules"] if "admissionregistration.k8s.io" in r["apiGroups"])
     assert webhook_rule["resourceNames"] == ["trainadmit"]
     assert not any("*" in rule["verbs"] or "*" in rule["resources"] for rule in cluster["rules"])
+    reads = {(g, r) for rule in cluster["rules"] for g in rule["apiGroups"] for r in rule["resources"]
+             if "list" in rule["verbs"]}
+    assert {(group, plural) for group, _, plural in podgroup_kinds()} <= reads  # what the reconciler lists
     role = one(objs, "Role")
     assert all(r["resources"] in (["secrets"], ["leases"]) for r in role["rules"])
 
@@ -98,12 +113,13 @@ def test_webhook_configurations_are_narrow_and_bounded():
         assert expr["key"] == "kubernetes.io/metadata.name" and expr["operator"] == "NotIn"
         assert set(expr["values"]) == EXEMPT
         resources = {(g, r) for rule in wh["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
-        assert resources == {("batch", "jobs"), ("", "pods")}
+        assert resources == {(a.group, a.plural) for a in ADAPTERS}
         assert wh["clientConfig"]["service"]["namespace"] == "trainadmit-system"
     assert mutating["reinvocationPolicy"] == "IfNeeded"
     assert mutating["clientConfig"]["service"]["path"] == "/mutate"
     assert validating["clientConfig"]["service"]["path"] == "/validate"
     assert {op for r in mutating["rules"] for op in r["operations"]} == {"CREATE"}
+    assert {op for r in validating["rules"] for op in r["operations"]} == {"CREATE", "UPDATE"}
     assert "DELETE" not in {op for r in validating["rules"] for op in r["operations"]}
 
 
@@ -128,11 +144,14 @@ def _cel_env():
 
 
 def _selected(programs, obj: dict) -> bool:
-    resource = "jobs" if obj["kind"] == "Job" else "pods"
+    adapter = adapter_for(obj.get("apiVersion"), obj.get("kind"))
     data = {"object": obj, "oldObject": None,
-            "request": {"resource": {"group": "batch" if resource == "jobs" else "", "version": "v1",
-                                     "resource": resource}, "operation": "CREATE", "subResource": ""}}
-    return all(p.eval(data=data).plain_value() is True for p in programs)
+            "request": {"resource": {"group": adapter.group, "version": obj["apiVersion"].rsplit("/", 1)[-1],
+                                     "resource": adapter.plural}, "operation": "CREATE", "subResource": ""}}
+    results = [p.eval(data=data) for p in programs]
+    errors = [r.plain_value() for r in results if r.type() == _cel_env()[0].Type.ERROR]
+    assert not errors, errors  # an error would apply the failurePolicy: never for a well-formed object
+    return all(r.plain_value() is True for r in results)
 
 
 def _objects():
@@ -144,7 +163,14 @@ def _objects():
     out.append({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "llama-0", "ownerReferences": [
         {"apiVersion": "batch/v1", "kind": "Job", "name": "llama", "uid": "u", "controller": True}]},
         "spec": pod_of_job["spec"]})
-    return [o for o in out if o.get("kind") in ("Job", "Pod")]
+    ops = FIXTURES / "operators"
+    for path in sorted(ops.glob("*/examples/*.yaml")):
+        for doc in load_yaml(path):
+            if adapter_for(doc.get("apiVersion"), doc.get("kind")) is None:
+                continue
+            out.append(doc)
+            out.append(with_gpus(doc))  # the same custom resource asking for GPUs in every container
+    return [o for o in out if adapter_for(o.get("apiVersion"), o.get("kind")) is not None]
 
 
 @pytest.mark.parametrize("which", ["mutating", "validating"])
@@ -160,7 +186,14 @@ def test_match_conditions_compile_and_select_exactly_the_gpu_workloads(policy, w
         assert got == (expected is not None), (obj["kind"], obj.get("metadata", {}).get("name"))
         selected += got
         skipped += not got
-    assert selected >= 5 and skipped >= 5
+    assert selected >= 30 and skipped >= 30
+
+
+def test_webhook_configurations_are_generated_from_the_adapters_and_policy():
+    generated = subprocess.run([sys.executable, "-m", "trainadmit.cli", "policy", "webhooks", str(POLICIES)],
+                               capture_output=True, text=True, check=True).stdout
+    assert (ROOT / "deploy" / "base" / "webhooks.yaml").read_text() == generated, \
+        "regenerate: trainadmit policy webhooks policies > deploy/base/webhooks.yaml"
 
 
 def test_policy_configmap_is_current():

@@ -13,7 +13,8 @@ from conftest import ROOT
 
 PACKAGE_DIRS = {"trainadmit": ROOT / "webhook", "trainadmit.certs": ROOT / "certs"}
 # lower number = lower layer; a module may import its own layer's package and anything below
-LAYERS = {"grammars": 0, "policy": 1, "engine": 2, "authoring": 3, "cluster": 3, "certs": 4, "server": 5, "cli": 6}
+LAYERS = {"grammars": 0, "policy": 1, "engine": 2, "authoring": 3, "cluster": 3, "preflight": 3, "certs": 4, "server": 5,
+          "cli": 6}
 IO_MODULES = {"socket", "subprocess", "http", "urllib", "requests", "kubernetes", "flask", "werkzeug", "gunicorn",
               "prometheus_client", "threading", "time", "datetime", "ssl", "shutil", "tempfile"}
 
@@ -123,6 +124,21 @@ def test_the_engine_does_no_io():
             continue
         external = {m.split(".")[0] for m in _imports(name) if not m.startswith("trainadmit")}
         assert not external & IO_MODULES, f"{name} imports {sorted(external & IO_MODULES)}"
+
+
+def test_the_preflight_imports_only_the_standard_library_and_grammars():
+    """It runs in every training Pod's init container: no policy models, engine, web server or client."""
+    import sys
+
+    for name in MODULES:
+        if not name.startswith("trainadmit.preflight"):
+            continue
+        for module in _imports(name):
+            top = module.split(".")[0]
+            if module.startswith("trainadmit"):
+                assert module.startswith(("trainadmit.grammars", "trainadmit.preflight")), f"{name} imports {module}"
+            else:
+                assert top in sys.stdlib_module_names or top == "__future__", f"{name} imports {module}"
 
 
 def test_pyproject_lists_every_package():

@@ -60,7 +60,7 @@ spec: {namespaces: [x], allowedPools: [nope]}
 """)
     fields = {p.field for p in problems}
     assert "spec.topology" in fields  # default 'pod' is not a level
-    assert "spec.nccl.env" in fields  # 99 is outside 0-31
+    assert "spec.nccl.env.NCCL_IB_TIMEOUT" in fields  # 99 is outside 0-31: named by variable
     text = "\n".join(map(str, problems))
     assert "must be from 0 to 31" in text
 
@@ -68,8 +68,8 @@ spec: {namespaces: [x], allowedPools: [nope]}
 def test_cross_reference_errors(tmp_path):
     problems = _broken(tmp_path, "apiVersion: trainadmit.io/v1alpha1\nkind: Quota\nmetadata: {name: q}\n"
                                  "spec: {namespaces: [x], allowedPools: [nope], allowedPriorities: [urgent]}\n")
-    assert {(p.file, p.field) for p in problems} == {("broken.yaml", "spec.allowedPools"),
-                                                     ("broken.yaml", "spec.allowedPriorities")}
+    assert {(p.file, p.field) for p in problems} == {("broken.yaml", "spec.allowedPools[0]"),
+                                                     ("broken.yaml", "spec.allowedPriorities[0]")}
 
 
 def test_duplicate_names_unknown_kinds_and_yaml_errors(tmp_path):

@@ -13,7 +13,13 @@ from trainadmit.engine import Request, decide
 
 
 def _store_job(api, job):
+    """Store ``job`` as the apiserver would: with canonical string quantities (a policy may inject 1)."""
     job = deep(job)
+    pod = job["spec"]["template"]["spec"]
+    for container in pod.get("containers", []) + pod.get("initContainers", []):
+        for section in (container.get("resources") or {}).values():
+            if isinstance(section, dict):
+                section.update({k: str(v) for k, v in section.items()})
     job["metadata"]["uid"] = str(uuid.uuid4())
     ns, name = job["metadata"]["namespace"], job["metadata"]["name"]
     api.put_raw(f"/apis/batch/v1/namespaces/{ns}/jobs/{name}", job)
@@ -26,7 +32,7 @@ def _reconciler(api):
     config = client.Configuration()
     config.host = f"http://127.0.0.1:{api.port}"
     c = client.ApiClient(config)
-    return PodGroupReconciler(client.BatchV1Api(c), client.CustomObjectsApi(c), log=lambda m: None)
+    return PodGroupReconciler(client.CustomObjectsApi(c), log=lambda m: None, kinds=[("batch", "v1", "jobs")])
 
 
 def test_podgroups_for_coscheduling_and_native_pod_group(backend_policy):

@@ -1,31 +1,33 @@
-"""`trainadmit policy lint`: everything loading checks, plus what loads but cannot be what was meant.
+"""`trainadmit policy lint`: every problem of every file in one run, sorted by file and line.
 
-Findings name the file, the line and the field. Exit codes: 0 clean, 1 findings, 2 unreadable
-(a file that is not YAML or not UTF-8, a missing directory).
+What loading checks (schema, cross references, the NCCL values a policy injects, CEL), what loads but
+cannot be what was meant (below), and the test suites (`authoring.suite`). Each finding names the
+file, the line, the field and a fix. Errors stop the policy from loading; warnings do not (the
+server would serve the set), so they fail lint only with ``--strict``. Exit codes: 0 clean (or only
+warnings), 1 errors (or warnings with ``--strict``), 2 unreadable (a file that is not YAML or not
+UTF-8, a missing directory).
 """
 
 from __future__ import annotations
 
 import fnmatch
 import itertools
-from dataclasses import dataclass
 from pathlib import Path
 
-from ..engine import load_policy
-from ..policy import PolicyError, PolicySet
+from ..engine import RULES
+from ..policy.loader import LoadReport, PolicyProblem, inspect_policy_dir, sort_key
 from ..policy.models import LABEL_KEY_RE, Enforceable, GangBackend
+from .suite import load_suites
+from .testrunner import known_rules
+
+Finding = PolicyProblem  # file, line, field, message, severity, fix
 
 
-@dataclass(frozen=True)
-class Finding:
-    file: str
-    line: int | None
-    field: str
-    message: str
-
-    def __str__(self) -> str:
-        where = self.file + (f":{self.line}" if self.line else "")
-        return f"{where}: {self.field + ': ' if self.field else ''}{self.message}"
+def format_finding(f: Finding) -> str:
+    """`file:line: error: field: message` and the fix on the next line, as compilers print them."""
+    where = f.file + (f":{f.line}" if f.line else "")
+    text = f"{where}: {f.severity}: {f.field + ': ' if f.field else ''}{f.message}"
+    return text + (f"\n    fix: {f.fix}" if f.fix else "")
 
 
 def _overlap(a: str, b: str) -> bool:
@@ -42,12 +44,15 @@ def _overlap(a: str, b: str) -> bool:
     return any(fnmatch.fnmatchcase(c, a) and fnmatch.fnmatchcase(c, b) for c in candidates)
 
 
-def semantic_findings(policy: PolicySet) -> list[Finding]:
+def semantic_findings(report: LoadReport) -> list[Finding]:
+    """What loads but cannot be what was meant, for the documents that loaded."""
+    policy = report.policy
+    assert policy is not None
     out: list[Finding] = []
 
-    def at(kind: str, name: str, field: str, message: str) -> None:
-        ref = policy.sources.get((kind, name))
-        out.append(Finding(ref.file if ref else "<policy>", ref.line if ref else None, field, message))
+    def at(kind: str, name: str, loc: tuple, message: str, fix: str, shown_as: str | None = None) -> None:
+        if (kind, name) in report.nodes:  # a stand-in for a document that did not load has its own error
+            out.append(report.problem(kind, name, loc, message, fix, shown_as=shown_as))
 
     platform_name = policy.platform_doc.metadata.name
     spec = policy.platform
@@ -57,14 +62,15 @@ def semantic_findings(policy: PolicySet) -> list[Finding]:
             continue
         exact = set(qa.namespaces) & set(qb.namespaces)
         if exact:
-            at("Quota", nb, "spec.namespaces", f"namespace(s) {sorted(exact)} are also listed by Quota {na} with "
-                                               "other settings; only the first by name applies")
+            at("Quota", nb, ("spec", "namespaces"), f"namespace(s) {sorted(exact)} are also listed by Quota {na} with "
+               "other settings; only the first by name applies", f"list each namespace in one Quota ({na} or {nb})")
             continue
         globs = [(a, b) for a in qa.namespaces for b in qb.namespaces
                  if ("*" in a or "?" in a) and ("*" in b or "?" in b) and _overlap(a, b)]
         if globs:
-            at("Quota", nb, "spec.namespaces", f"pattern {globs[0][1]!r} overlaps {globs[0][0]!r} of Quota {na}, "
-                                               "which has other settings; a namespace matching both gets only one")
+            at("Quota", nb, ("spec", "namespaces"), f"pattern {globs[0][1]!r} overlaps {globs[0][0]!r} of Quota {na}, "
+               "which has other settings; a namespace matching both gets only one",
+               "make the patterns disjoint, or give both quotas the same settings")
     # enforced fields that nothing in the policy can set
     enforce = set(spec.enforce)
     unsatisfiable = {
@@ -76,38 +82,45 @@ def semantic_findings(policy: PolicySet) -> list[Finding]:
     }
     for item, never in unsatisfiable.items():
         if item in enforce and never:
-            at("Platform", platform_name, "spec.enforce",
+            at("Platform", platform_name, ("spec", "enforce", spec.enforce.index(item)),
                f"{item.value} is enforced, but no setting of this policy ever sets it (backend "
-               f"{spec.gang.backend.value}); the enforcement can never apply")
+               f"{spec.gang.backend.value}); the enforcement can never apply",
+               f"remove {item.value} from spec.enforce, or add the setting that sets it", shown_as="spec.enforce")
     for key in (policy.keys.pool, policy.keys.applied):
         if not LABEL_KEY_RE.match(key):
-            at("Platform", platform_name, "spec.intentPrefix",
-               f"intent key {key!r} is not a valid Kubernetes label key")
+            at("Platform", platform_name, ("spec", "intentPrefix"), f"intent key {key!r} is not a valid Kubernetes "
+               "label key", "use a DNS subdomain of at most 253 characters")
     for name, pool in sorted(policy.pools.items()):
-        for level in pool.topology.levels:
+        for i, level in enumerate(pool.topology.levels):
             if pool.capacityNodes is not None and level.maxNodes > pool.capacityNodes:
-                at("Pool", name, f"spec.topology.levels[{level.name}].maxNodes",
-                   f"{level.maxNodes} nodes is more than the pool's capacityNodes ({pool.capacityNodes})")
+                at("Pool", name, ("spec", "topology", "levels", i, "maxNodes"),
+                   f"{level.maxNodes} nodes is more than the pool's capacityNodes ({pool.capacityNodes})",
+                   "lower maxNodes or raise capacityNodes", shown_as=f"spec.topology.levels[{level.name}].maxNodes")
         if pool.gpu.product and pool.gpu.product not in pool.nodeSelector.values():
-            at("Pool", name, "spec.nodeSelector", f"gpu.product is {pool.gpu.product}, but the node selector does not "
-                                                  "select it: Jobs may land on other GPU types")
+            at("Pool", name, ("spec", "nodeSelector"), f"gpu.product is {pool.gpu.product}, but the node selector does "
+               "not select it: Jobs may land on other GPU types",
+               f"add nvidia.com/gpu.product: {pool.gpu.product} to spec.nodeSelector")
         if not pool.nodeSelector:
-            at("Pool", name, "spec.nodeSelector", "empty: Jobs of this pool could land on any node")
+            at("Pool", name, ("spec", "nodeSelector"), "empty: Jobs of this pool could land on any node",
+               "add the node labels that select the pool's nodes")
     mounts: dict[str, tuple[str, str]] = {"/dev/shm": ("Platform", platform_name)}
     for kind, items in (("Dataset", policy.datasets), ("CheckpointClass", policy.checkpoints)):
         for name, item in sorted(items.items()):
             other = mounts.get(item.mountPath)
             if other:
-                at(kind, name, "spec.mountPath", f"{item.mountPath} is also used by {other[0]} {other[1]}")
+                at(kind, name, ("spec", "mountPath"), f"{item.mountPath} is also used by {other[0]} {other[1]}",
+                   "give each volume its own mountPath")
             mounts[item.mountPath] = (kind, name)
     return out
 
 
 def lint(directory: str | Path) -> tuple[list[Finding], bool]:
-    """(findings, unreadable)."""
-    try:
-        policy = load_policy(directory)
-    except PolicyError as exc:
-        unreadable = any(p.unreadable for p in exc.problems)
-        return [Finding(p.file, p.line, p.field, p.message) for p in exc.problems], unreadable
-    return semantic_findings(policy), False
+    """(every finding of the policy files and the test suites, sorted by file and line; unreadable)."""
+    report = inspect_policy_dir(directory, RULES)
+    findings = list(report.problems)
+    if report.policy is not None:
+        findings += semantic_findings(report)
+        _, suite_problems = load_suites(Path(directory), known_rules(report.policy))
+        findings += suite_problems
+    findings.sort(key=sort_key)
+    return findings, report.unreadable or any(f.unreadable for f in findings)

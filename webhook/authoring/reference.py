@@ -8,6 +8,7 @@ from pydantic import BaseModel
 
 from ..engine import RULES
 from ..policy.models import DOCUMENT_KINDS
+from .suite import Case
 
 BEGIN = "<!-- BEGIN GENERATED REFERENCE (trainadmit policy reference) -->"
 END = "<!-- END GENERATED REFERENCE -->"
@@ -64,6 +65,8 @@ def reference_markdown() -> str:
     for kind, model in DOCUMENT_KINDS.items():
         spec = model.model_fields["spec"].annotation
         lines.append(f"- `kind: {kind}` → `spec`: [{spec.__name__}](#{spec.__name__.lower()})")  # type: ignore[union-attr]
+    lines.append("- `kind: PolicyTest` (a test suite: `metadata.name`, `cases`) → each of `cases`: [Case](#case)")
+    _models(Case, seen)
     lines.append("")
     for model in seen:
         lines += [f"### {model.__name__}", ""]

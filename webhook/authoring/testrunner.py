@@ -1,24 +1,9 @@
-"""`trainadmit policy test`: YAML test suites next to the policies, run through the real engine.
+"""`trainadmit policy test`: the YAML test suites next to the policies, run through the real engine.
 
-A suite (``*.test.yaml`` anywhere under the policy directory, or any YAML under ``tests/``; other
-documents under ``tests/`` are fixture data the cases may reference):
-
-    apiVersion: trainadmit.io/v1alpha1
-    kind: PolicyTest
-    metadata: {name: bundled}
-    cases:
-    - name: a 4-node H100 job is admitted with a gang
-      file: ../examples/llama-pretrain.yaml      # or object: {...}, or review: {AdmissionReview}
-      namespace: team-nlp                       # optional; operation, phase, userInfo likewise
-      expect:
-        allowed: true
-        denials: []                             # exact set of denying rule ids
-        warnings: [custom.owner-label]          # exact set of warning rule ids
-        messages: ["whole nodes"]               # regexes, each must match some violation
-        fields: {spec.scheduling.schedulingPolicy.gang.minCount: 4}   # in the mutated object
-        mutated: {file: llama.mutated.yaml}     # or inline: the whole mutated object
-
-A directory without tests is a failure unless ``allow_empty``: a green run must mean tested.
+The suite format is `authoring.suite` (strict: a typo'd key is an error, every case states the
+decision it expects). A directory without tests is a failure unless ``--allow-empty``: a green run
+must mean tested. Quantity fields compare as quantities, as the apiserver stores them: a pool that
+declares ``rdma/ib: 1`` injects ``1`` and the cluster shows ``"1"``; a test expecting either passes.
 """
 
 from __future__ import annotations
@@ -32,8 +17,14 @@ from xml.sax.saxutils import escape, quoteattr
 
 import yaml
 
-from ..engine import Request, decide, load_policy
-from ..policy import PolicyError
+from ..engine import RULES, Request, decide, load_policy
+from ..grammars.quantity import QuantityError, parse_quantity
+from ..policy import PolicyError, PolicySet
+from .suite import Case, load_suites
+
+MISSING = "<missing>"
+# Paths whose values are resource quantities: container resources, pod overhead, emptyDir size limits.
+_QUANTITY_PATH = re.compile(r"(^|\.)(limits|requests|overhead)(\.|\[)|(^|\.)sizeLimit$")
 
 
 @dataclass
@@ -48,10 +39,21 @@ class CaseResult:
         return not self.failures
 
 
-def discover(directory: Path) -> list[Path]:
-    return sorted(p for p in directory.rglob("*.y*ml")
-                  if p.is_file() and (p.name.endswith((".test.yaml", ".test.yml")) or "tests" in
-                                      p.relative_to(directory).parts[:-1]))
+def known_rules(policy: PolicySet) -> set[str]:
+    """Rule ids a suite may expect: the engine's and the policy's custom ones."""
+    return set(RULES) | {f"custom.{name}" for name in policy.rules}
+
+
+def same_value(path: str, got: Any, want: Any) -> bool:
+    """Equal, or, at a quantity path, the same quantity ("1" and 1, "1Gi" and "1024Mi")."""
+    if got == want and type(got) is type(want):
+        return True
+    if _QUANTITY_PATH.search(path) and not isinstance(got, bool) and not isinstance(want, bool):
+        try:
+            return parse_quantity(got) == parse_quantity(want)
+        except QuantityError:
+            return False
+    return got == want and not isinstance(got, bool) and not isinstance(want, bool)
 
 
 def _field(obj: Any, dotted: str) -> Any:
@@ -61,12 +63,12 @@ def _field(obj: Any, dotted: str) -> Any:
         if part[2]:
             idx = int(part[2])
             if not isinstance(cur, list) or idx >= len(cur):
-                return "<missing>"
+                return MISSING
             cur = cur[idx]
         elif isinstance(cur, dict) and key in cur:
             cur = cur[key]
         else:
-            return "<missing>"
+            return MISSING
     return cur
 
 
@@ -84,90 +86,84 @@ def _leaves(obj: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix: obj}
 
 
-def _load_case_object(case: dict, base: Path) -> tuple[Any, dict]:
+def _yaml_documents(path: Path) -> list[Any]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+
+
+def _load_case_object(case: Case, base: Path) -> tuple[Any, dict]:
     extra: dict = {}
-    if "review" in case:
-        req = case["review"]["request"]
+    if case.review is not None:
+        req = case.review["request"]
         extra = {"operation": req.get("operation", "CREATE"), "namespace": req.get("namespace"),
                  "old": req.get("oldObject"), "user": req.get("userInfo") or {}}
         return req.get("object"), extra
-    if "file" in case:
-        docs = [d for d in yaml.safe_load_all((base / case["file"]).read_text()) if d is not None]
-        return docs[int(case.get("document", 1)) - 1], extra
-    return case.get("object"), extra
+    if case.file is not None:
+        docs = _yaml_documents(base / case.file)
+        if case.document > len(docs):
+            raise ValueError(f"{case.file} has {len(docs)} document(s), the case asks for document {case.document}")
+        return docs[case.document - 1], extra
+    return case.object, extra
 
 
-def run_case(policy, suite: str, case: dict, base: Path) -> CaseResult:
-    result = CaseResult(suite, str(case.get("name", "<unnamed>")))
+def run_case(policy: PolicySet, suite: str, case: Case, base: Path) -> CaseResult:
+    result = CaseResult(suite, case.name)
     started = time.perf_counter()
     try:
         obj, extra = _load_case_object(case, base)
-        request = Request(obj, operation=case.get("operation", extra.get("operation", "CREATE")),
-                          old=case.get("oldObject", extra.get("old")),
-                          namespace=case.get("namespace", extra.get("namespace")),
-                          user=case.get("userInfo", extra.get("user", {})), phase=case.get("phase", "mutate"))
+        request = Request(obj, operation=case.operation or extra.get("operation", "CREATE"),
+                          old=case.oldObject if case.oldObject is not None else extra.get("old"),
+                          namespace=case.namespace or extra.get("namespace"),
+                          user=case.userInfo if case.userInfo is not None else extra.get("user", {}),
+                          phase=case.phase)
         decision = decide(policy, request)
     except Exception as exc:
         result.failures.append(f"could not run: {type(exc).__name__}: {exc}")
         return result
-    expect = case.get("expect") or {}
-    if "matched" in expect and decision.matched != expect["matched"]:
-        result.failures.append(f"matched is {decision.matched}, expected {expect['matched']} ({decision.reason})")
-    if "allowed" in expect and decision.allowed != expect["allowed"]:
+    expect = case.expect
+    if expect.matched is not None and decision.matched != expect.matched:
+        result.failures.append(f"matched is {decision.matched}, expected {expect.matched} ({decision.reason})")
+    if decision.allowed != expect.allowed:
         got = "; ".join(v.text() for v in decision.denials) or "no denials"
-        result.failures.append(f"allowed is {decision.allowed}, expected {expect['allowed']} ({got})")
-    for key, got in (("denials", decision.denials), ("warnings", decision.warnings)):
-        if key in expect:
-            want, have = sorted(set(expect[key] or [])), sorted({v.rule for v in got})
+        result.failures.append(f"allowed is {decision.allowed}, expected {expect.allowed} ({got})")
+    for key, violations in (("denials", decision.denials), ("warnings", decision.warnings)):
+        wanted = getattr(expect, key)
+        if wanted is not None:
+            want, have = sorted(set(wanted)), sorted({v.rule for v in violations})
             if want != have:
                 result.failures.append(f"{key} are {have}, expected {want}")
     texts = [v.text() for v in decision.violations]
-    for pattern in expect.get("messages") or []:
+    for pattern in expect.messages:
         if not any(re.search(pattern, t) for t in texts):
             result.failures.append(f"no violation matches /{pattern}/ (got: {texts or 'none'})")
-    if "mutated" in expect:
-        want = expect["mutated"]
-        if isinstance(want, dict) and set(want) == {"file"}:
-            want = next(d for d in yaml.safe_load_all((base / want["file"]).read_text()) if d is not None)
-        got = decision.mutated if decision.mutated is not None else obj
-        if got != want:
-            differing = sorted(k for k in set(_leaves(got)) | set(_leaves(want))
-                               if _leaves(got).get(k) != _leaves(want).get(k))
+    mutated = decision.mutated if decision.mutated is not None else obj
+    if expect.mutated is not None:
+        want = expect.mutated
+        if set(want) == {"file"}:
+            want = _yaml_documents(base / want["file"])[0]
+        got_leaves, want_leaves = _leaves(mutated), _leaves(want)
+        differing = sorted(k for k in set(got_leaves) | set(want_leaves)
+                           if not same_value(k, got_leaves.get(k, MISSING), want_leaves.get(k, MISSING)))
+        if differing:
             result.failures.append(f"mutated object differs at {', '.join(differing[:5])}"
                                    + (" …" if len(differing) > 5 else ""))
-    for path, want in (expect.get("fields") or {}).items():
-        got = _field(decision.mutated if decision.mutated is not None else obj, path)
-        if got != want:
+    for path, want in expect.fields.items():
+        got = _field(mutated, path)
+        if not same_value(path, got, want):
             result.failures.append(f"{path} is {got!r}, expected {want!r}")
     result.seconds = time.perf_counter() - started
     return result
 
 
 def run(directory: str | Path) -> tuple[list[CaseResult], list[str]]:
-    """(case results, suite-level errors)."""
+    """(case results, suite-level errors: file:line, field, message and fix)."""
     root = Path(directory)
-    errors: list[str] = []
     try:
         policy = load_policy(root)
     except PolicyError as exc:
         return [], [f"policy does not load: {p}" for p in exc.problems]
-    results: list[CaseResult] = []
-    for path in discover(root):
-        try:
-            docs = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
-        except yaml.YAMLError as exc:
-            errors.append(f"{path}: not valid YAML: {exc}")
-            continue
-        strict = path.name.endswith((".test.yaml", ".test.yml"))
-        for doc in docs:
-            if not isinstance(doc, dict) or doc.get("kind") != "PolicyTest":
-                if strict:  # other YAML under tests/ is fixture data for the cases
-                    kind = doc.get("kind") if isinstance(doc, dict) else doc
-                    errors.append(f"{path}: expected kind PolicyTest, got {kind!r}")
-                continue
-            suite = f"{path.relative_to(root)}:{(doc.get('metadata') or {}).get('name', '')}"
-            for case in doc.get("cases") or []:
-                results.append(run_case(policy, suite, case, path.parent))
+    suites, problems = load_suites(root, known_rules(policy))
+    errors = [f"{p}" + (f" (fix: {p.fix})" if p.fix else "") for p in problems if p.is_error]
+    results = [run_case(policy, suite.display, loaded.case, loaded.base) for suite in suites for loaded in suite.cases]
     return results, errors
 
 

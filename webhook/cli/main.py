@@ -13,6 +13,9 @@ import os
 import sys
 from collections.abc import Sequence
 
+from ..grammars.preflight import COMMAND as PREFLIGHT
+from ..grammars.preflight import ENV_ROOT, TERMINATION_LOG
+from ..grammars.preflight import add_arguments as add_preflight_arguments
 from .common import DEFAULT_POLICY_DIR, EXIT_OK
 
 
@@ -67,8 +70,12 @@ def _add_check(sub) -> None:
 def _add_policy(sub) -> None:
     policy = sub.add_parser("policy", help="work with policy directories")
     psub = policy.add_subparsers(dest="policy_command", required=True)
-    lint = psub.add_parser("lint", help="check a policy directory")
+    init = psub.add_parser("init", help="write a minimal, commented policy set with an example test")
+    init.add_argument("dir", help="a new or empty directory")
+    init.set_defaults(func=_lazy("policy", "cmd_policy_init"))
+    lint = psub.add_parser("lint", help="check a policy directory and its test suites (every problem at once)")
     lint.add_argument("dir", nargs="?", default=DEFAULT_POLICY_DIR)
+    lint.add_argument("--strict", action="store_true", help="warnings fail too (exit 1)")
     lint.set_defaults(func=_lazy("policy", "cmd_policy_lint"))
     schema = psub.add_parser("schema", help="print the JSON Schema of policy documents")
     schema.set_defaults(func=_lazy("policy", "cmd_policy_schema"))
@@ -82,6 +89,12 @@ def _add_policy(sub) -> None:
     cm.add_argument("--name", default="trainadmit-policies")
     cm.add_argument("--namespace", default="trainadmit-system")
     cm.set_defaults(func=_lazy("policy", "cmd_policy_configmap"))
+    hooks = psub.add_parser("webhooks", help="print the webhook configurations for the handled kinds and this policy")
+    hooks.add_argument("dir", nargs="?", default=DEFAULT_POLICY_DIR)
+    hooks.add_argument("--name", default="trainadmit", help="webhook configuration name")
+    hooks.add_argument("--namespace", default="trainadmit-system", help="the webhook Service's namespace")
+    hooks.add_argument("--service", default="trainadmit", help="the webhook Service's name")
+    hooks.set_defaults(func=_lazy("policy", "cmd_policy_webhooks"))
 
 
 def _add_serve(sub) -> None:
@@ -109,13 +122,25 @@ def _add_serve(sub) -> None:
     srv.set_defaults(func=_lazy("serve", "cmd_serve"))
 
 
+def _add_preflight(sub) -> None:
+    preflight = sub.add_parser(PREFLIGHT, help="check a node before training starts (the injected init container)")
+    add_preflight_arguments(preflight)
+    preflight.add_argument("--root", default=os.environ.get(ENV_ROOT, "/"),
+                           help=f"prefix of every path read and written (default: ${ENV_ROOT}, else /)")
+    preflight.add_argument("--node", help="node name for messages (default: $NODE_NAME, else the host name)")
+    preflight.add_argument("--termination-log", default=TERMINATION_LOG,
+                           help="where the JSON result goes, under --root (default: %(default)s)")
+    preflight.set_defaults(func=_lazy("preflight", "cmd_preflight"))
+
+
 def _add_certs(sub) -> None:
     from .certs_command import add_parser
 
     add_parser(sub, _lazy("certs_command", "run"))
 
 
-COMMANDS = {"check": _add_check, "policy": _add_policy, "serve": _add_serve, "certs": _add_certs}
+COMMANDS = {"check": _add_check, "policy": _add_policy, "serve": _add_serve, PREFLIGHT: _add_preflight,
+            "certs": _add_certs}
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

@@ -10,32 +10,44 @@ from .render import to_json
 
 
 def cmd_policy_lint(args: argparse.Namespace) -> int:
-    from ..authoring.lint import lint
+    """Every finding of every file, then one summary line. Exit 0 clean or warnings only (1 with
+    --strict), 1 errors, 2 unreadable."""
+    from ..authoring.lint import format_finding, lint
 
     findings, unreadable = lint(args.dir)
     for finding in findings:
-        print(finding)
+        print(format_finding(finding))
+    errors = sum(f.is_error for f in findings)
+    warnings = len(findings) - errors
+    counts = f"{_plural(errors, 'error')}, {_plural(warnings, 'warning')}"
     if unreadable:
+        print(f"{args.dir}: unreadable ({counts})")
         return EXIT_ERROR
-    if findings:
-        print(f"{len(findings)} finding{'s' if len(findings) != 1 else ''} in {args.dir}")
+    if errors or (warnings and args.strict):
+        print(f"{counts} in {args.dir}" + (" (--strict: warnings fail)" if not errors else ""))
         return EXIT_DENIED
     policy = load_policy_or_report(args.dir)
     if policy is None:
         return EXIT_ERROR
     print(f"{args.dir}: policy generation {policy.generation}: {len(policy.pools)} pools, "
           f"{len(policy.datasets)} datasets, {len(policy.checkpoints)} checkpoint classes, "
-          f"{len(policy.tiers)} priority tiers, {len(policy.quotas)} quotas, {len(policy.rules)} rules: OK")
+          f"{len(policy.tiers)} priority tiers, {len(policy.quotas)} quotas, {len(policy.rules)} rules: OK"
+          + (f" ({_plural(warnings, 'warning')})" if warnings else ""))
     return EXIT_OK
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def cmd_policy_test(args: argparse.Namespace) -> int:
     from ..authoring.testrunner import junit, run
 
     results, errors = run(args.dir)
+    empty = not results and not errors
     if args.output == "junit":
         print(junit(results, errors), end="")
-    else:
+    elif not empty:
         for r in results:
             print(f"{'PASS' if r.ok else 'FAIL'}  {r.suite}  {r.name}")
             for f in r.failures:
@@ -43,12 +55,28 @@ def cmd_policy_test(args: argparse.Namespace) -> int:
         for e in errors:
             print(f"ERROR {e}")
         print(f"{sum(r.ok for r in results)} passed, {sum(not r.ok for r in results) + len(errors)} failed")
-    if errors or any(not r.ok for r in results):
+    if empty:  # one message, on stdout for people; on stderr when stdout carries the JUnit report
+        where = sys.stderr if args.output == "junit" else sys.stdout
+        if args.allow_empty:
+            print(f"no policy tests under {args.dir} (accepted: --allow-empty)", file=where)
+            return EXIT_OK
+        print(f"no policy tests under {args.dir}: add a suite (*.test.yaml, or YAML under tests/; "
+              "`trainadmit policy init` writes an example), or pass --allow-empty", file=where)
         return EXIT_DENIED
-    if not results and not args.allow_empty:
-        print(f"no policy tests found under {args.dir} (*.test.yaml or tests/*.yaml); use --allow-empty to accept",
-              file=sys.stderr)
-        return EXIT_DENIED
+    return EXIT_DENIED if errors or any(not r.ok for r in results) else EXIT_OK
+
+
+def cmd_policy_init(args: argparse.Namespace) -> int:
+    from ..authoring.scaffold import ScaffoldError, write_scaffold
+
+    try:
+        written = write_scaffold(args.dir)
+    except ScaffoldError as exc:
+        print(f"trainadmit: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    for path in written:
+        print(f"wrote {path}")
+    print(f"next: trainadmit policy lint {args.dir} && trainadmit policy test {args.dir}")
     return EXIT_OK
 
 
@@ -65,4 +93,14 @@ def cmd_policy_configmap(args: argparse.Namespace) -> int:
     if load_policy_or_report(args.dir) is None:
         return EXIT_ERROR
     print(policy_configmap(args.dir, args.name, args.namespace), end="")
+    return EXIT_OK
+
+
+def cmd_policy_webhooks(args: argparse.Namespace) -> int:
+    from ..authoring.webhooks import webhook_configurations
+
+    policy = load_policy_or_report(args.dir)
+    if policy is None:
+        return EXIT_ERROR
+    print(webhook_configurations(policy, args.name, args.namespace, args.service), end="")
     return EXIT_OK

@@ -24,6 +24,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         start_cert_controller(args.namespace, args.service, interval=30.0)
     if args.reconcile:
         start_reconciler(args.namespace, policy.keys.podgroup)
+        start_preflight_status(args.namespace, policy.keys.preflight, policy.keys.applied)
     config = ServerConfig(policy_dir=args.policy, cert_file=args.tls_cert, key_file=args.tls_key,
                           cluster_files=args.cluster or [], reload_interval=args.reload_interval,
                           enable_noop=args.enable_noop, cluster_live=args.cluster_live)
@@ -60,7 +61,34 @@ def start_reconciler(namespace: str, key: str, interval: float = 5.0):
     load_config()
     log = lambda message: emit("reconciler", message=message)  # noqa: E731
     lease = LeaderLease(client.CoordinationV1Api(), namespace, "trainadmit-reconciler", identity(), log=log)
-    reconciler = PodGroupReconciler(client.BatchV1Api(), client.CustomObjectsApi(), lease, key=key, log=log)
+    reconciler = PodGroupReconciler(client.CustomObjectsApi(), lease, key=key, log=log)
     stop = threading.Event()
     threading.Thread(target=reconciler.run, args=(stop, interval), name="podgroup-reconciler", daemon=True).start()
+    return stop
+
+
+def start_preflight_status(namespace: str, key: str, applied_key: str, interval: float = 5.0):
+    """The preflight status reconciler, next to the PodGroup reconciler (Lease-elected), feeding the
+    preflight metrics of the server's /metrics."""
+    import threading
+
+    from kubernetes import client
+
+    from ..cluster.kube import identity, load_config
+    from ..cluster.lease import LeaderLease
+    from ..cluster.preflight_status import LEASE, PreflightStatus
+    from ..server.metrics import PREFLIGHT_FAILURES, PREFLIGHT_READY
+    from ..server.runtime import emit
+
+    load_config()
+    log = lambda message: emit("preflight-status", message=message)  # noqa: E731
+    me = identity()
+    status = PreflightStatus(
+        client.CoreV1Api(), client.CustomObjectsApi(), LeaderLease(client.CoordinationV1Api(), namespace, LEASE, me,
+                                                                   log=log),
+        key=key, applied_key=applied_key, identity=me, log=log,
+        on_failure=lambda pool, node, check: PREFLIGHT_FAILURES.labels(pool, node, check).inc(),
+        on_ready=lambda pool, seconds: PREFLIGHT_READY.labels(pool).observe(seconds))
+    stop = threading.Event()
+    threading.Thread(target=status.run, args=(stop, interval), name="preflight-status", daemon=True).start()
     return stop

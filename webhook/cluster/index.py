@@ -12,26 +12,31 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..grammars.quantity import QuantityError, parse_quantity
 
 if TYPE_CHECKING:  # types only: `check --cluster` runs on cached policy records too (policy.cache)
-    from ..policy.models import PoolSpec, TopologyLevel
+    from ..policy.models import NodeLabelRequirement, PoolSpec, TopologyLevel
 
 
 class _SelectorIndex:
-    """The nodes one pool selector matches, and per topology label how many sit in each domain."""
+    """The nodes one pool selector matches (and, for a pool's required node labels, that meet those
+    requirements too), and per topology label how many sit in each domain."""
 
-    def __init__(self, selector: dict[str, str], labels_by_node: dict[str, dict]):
+    def __init__(self, selector: dict[str, str], labels_by_node: dict[str, dict],
+                 requirements: Sequence[NodeLabelRequirement] = ()):
         self.selector = selector
+        self.requirements = tuple(requirements)
         self.members: set[str] = {n for n, labels in labels_by_node.items() if self.matches(labels)}
         self.domains: dict[str, Counter] = {}
         self.largest: dict[str, int] = {}  # cached max per label key, dropped when a counter changes
         self._labels = labels_by_node
 
     def matches(self, labels: dict) -> bool:
-        return all(labels.get(k) == v for k, v in self.selector.items())
+        return all(labels.get(k) == v for k, v in self.selector.items()) and \
+            all(r.matches(labels) for r in self.requirements)
 
     def domain(self, key: str) -> Counter:
         counter = self.domains.get(key)
@@ -88,14 +93,14 @@ class ClusterIndex:
         return True
 
     # ---- ClusterView ------------------------------------------------------------------------
-    def _index(self, pool: PoolSpec) -> _SelectorIndex:
-        key = tuple(sorted(pool.nodeSelector.items()))
+    def _index(self, pool: PoolSpec, requirements: Sequence[NodeLabelRequirement] = ()) -> _SelectorIndex:
+        key = (tuple(sorted(pool.nodeSelector.items())), tuple(r.identity for r in requirements))
         index = self._indices.get(key)
         if index is None:
             with self._lock:
                 index = self._indices.get(key)
                 if index is None:
-                    index = self._indices[key] = _SelectorIndex(dict(pool.nodeSelector), self._labels)
+                    index = self._indices[key] = _SelectorIndex(dict(pool.nodeSelector), self._labels, requirements)
         return index
 
     def pool_nodes(self, pool: PoolSpec) -> int | None:
@@ -109,6 +114,13 @@ class ClusterIndex:
         index = self._index(pool)
         with self._lock:
             return index.largest_domain(level.nodeLabel)
+
+    def pool_nodes_matching(self, pool: PoolSpec, requirements: Sequence[NodeLabelRequirement]) -> int | None:
+        """Pool nodes meeting ``requirements``: an index of its own per set of requirements, kept current
+        by the same node events, so the answer costs a look-up at any cluster size."""
+        if not self.knows_nodes():
+            return None
+        return len(self._index(pool, requirements).members)
 
     def gpu_quota(self, namespace: str, resource: str) -> tuple[int, int] | None:
         if not self.knows_quotas():

@@ -1,10 +1,12 @@
-"""The PodGroup reconciler: creates the PodGroups that gang backends need, after the Job exists.
+"""The PodGroup reconciler: creates the PodGroups that gang backends need, after the workload exists.
 
-Admission never creates objects (the Job may still be rejected after the mutating webhook ran, and
-a generateName Job has no name yet). The mutating webhook marks Jobs that need a PodGroup with the
-label ``trainadmit.io/podgroup`` and puts the PodGroup itself in the annotation of the same name;
-this loop lists those Jobs and creates each PodGroup, owned by its Job, so that garbage collection
-deletes it with the Job. Only the holder of the Lease ``trainadmit-reconciler`` writes.
+Admission never creates objects (the workload may still be rejected after the mutating webhook ran,
+and a generateName object has no name yet). The mutating webhook marks workloads that need a
+PodGroup with the label ``trainadmit.io/podgroup`` and puts the PodGroup itself in the annotation of
+the same name; this loop lists those workloads of every kind that can carry one (batch Jobs and the
+custom resources whose adapters gang through their templates) and creates each PodGroup, owned by
+its workload, so that garbage collection deletes it with the workload. Only the holder of the Lease
+``trainadmit-reconciler`` writes. A kind whose CRD is not installed is skipped.
 """
 
 from __future__ import annotations
@@ -14,37 +16,49 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..engine.workloads import ADAPTERS, GangMethod
 from .lease import LeaderLease
 
 PLURALS = {"PodGroup": "podgroups"}
 
 
+def podgroup_kinds() -> list[tuple[str, str, str]]:
+    """(group, version, plural) of every kind whose workloads may need a PodGroup from the reconciler."""
+    out = []
+    for adapter in ADAPTERS:
+        if any(g.method in (GangMethod.job, GangMethod.templates) for g in adapter.gangs.values()):
+            out.extend((adapter.group, v, adapter.plural) for v in adapter.versions)
+    return out
+
+
 @dataclass
 class PodGroupReconciler:
-    batch: object  # kubernetes.client.BatchV1Api
-    custom: object  # kubernetes.client.CustomObjectsApi
+    custom: object  # kubernetes.client.CustomObjectsApi (lists built-in batch Jobs as well: same URL shape)
     lease: LeaderLease | None = None
     key: str = "trainadmit.io/podgroup"
     log: Callable[[str], None] = print
     created: list[str] = field(default_factory=list)
+    kinds: list[tuple[str, str, str]] = field(default_factory=podgroup_kinds)
+    _missing: set[tuple[str, str, str]] = field(default_factory=set)
 
-    def desired(self, job) -> dict | None:
-        """The PodGroup a Job asks for (from its annotation), owned by the Job."""
-        meta = job.metadata
-        raw = (meta.annotations or {}).get(self.key)
+    def desired(self, obj: dict) -> dict | None:
+        """The PodGroup a workload asks for (from its annotation), owned by the workload."""
+        meta = obj.get("metadata") or {}
+        raw = (meta.get("annotations") or {}).get(self.key)
         if not raw:
             return None
         try:
             pg = json.loads(raw)
         except ValueError:
-            self.log(f"reconciler: {meta.namespace}/{meta.name}: annotation {self.key} is not JSON")
+            self.log(f"reconciler: {meta.get('namespace')}/{meta.get('name')}: annotation {self.key} is not JSON")
             return None
         if not isinstance(pg, dict) or pg.get("kind") not in PLURALS or "/" not in str(pg.get("apiVersion")):
             return None
         pg.setdefault("metadata", {})
-        pg["metadata"].update(namespace=meta.namespace, labels={"app.kubernetes.io/managed-by": "trainadmit"},
-                              ownerReferences=[{"apiVersion": "batch/v1", "kind": "Job", "name": meta.name,
-                                                "uid": meta.uid, "controller": True, "blockOwnerDeletion": True}])
+        pg["metadata"].update(namespace=meta.get("namespace"), labels={"app.kubernetes.io/managed-by": "trainadmit"},
+                              ownerReferences=[{"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"),
+                                                "name": meta.get("name"), "uid": meta.get("uid"), "controller": True,
+                                                "blockOwnerDeletion": True}])
         return pg
 
     def ensure(self, pg: dict) -> str:
@@ -63,16 +77,32 @@ class PodGroupReconciler:
         self.created.append(f"{meta['namespace']}/{meta['name']}")
         return "created"
 
+    def _workloads(self) -> list[dict]:
+        from kubernetes.client.exceptions import ApiException
+
+        out: list[dict] = []
+        for kind in self.kinds:
+            try:
+                listed = self.custom.list_cluster_custom_object(*kind, label_selector=self.key)
+            except ApiException as exc:
+                if exc.status == 404:  # that kind's CRD is not installed: nothing of it to reconcile
+                    if kind not in self._missing:
+                        self._missing.add(kind)
+                        self.log(f"reconciler: {'/'.join(kind)} is not served; skipping it")
+                    continue
+                raise
+            self._missing.discard(kind)
+            out.extend(item for item in listed.get("items") or [] if isinstance(item, dict))
+        return out
+
     def step(self) -> list[str]:
         if self.lease is not None and not self.lease.hold():
             return []
         out = []
-        jobs = self.batch.list_job_for_all_namespaces(label_selector=self.key)
-        for job in jobs.items:
-            if job.status is not None and (job.status.succeeded or 0) + (job.status.failed or 0) > 0 and \
-                    job.status.active in (None, 0) and job.status.completion_time:
-                continue  # finished: nothing will be scheduled any more
-            pg = self.desired(job)
+        for obj in self._workloads():
+            if _finished(obj):
+                continue  # nothing will be scheduled any more
+            pg = self.desired(obj)
             if pg is None:
                 continue
             result = self.ensure(pg)
@@ -88,3 +118,13 @@ class PodGroupReconciler:
             except Exception as exc:
                 self.log(f"reconciler: pass failed: {exc!r}")
             stop.wait(interval)
+
+
+def _finished(obj: dict) -> bool:
+    """A batch Job that completed or failed: its Pods are gone and no PodGroup is needed."""
+    status = obj.get("status") or {}
+    return bool((status.get("succeeded") or 0) + (status.get("failed") or 0) > 0 and not status.get("active")
+                and status.get("completionTime"))
+
+
+__all__ = ["PodGroupReconciler", "podgroup_kinds"]

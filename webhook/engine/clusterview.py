@@ -7,10 +7,11 @@ saved objects (`check --cluster`) and from a live list + watch (`serve --cluster
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:  # types only: the engine runs on cached policy records too (policy.cache)
-    from ..policy.models import PoolSpec, TopologyLevel
+    from ..policy.models import NodeLabelRequirement, PoolSpec, TopologyLevel
 
 
 class ClusterView(Protocol):
@@ -25,6 +26,9 @@ class ClusterView(Protocol):
     def gpu_quota(self, namespace: str, resource: str) -> tuple[int, int] | None:
         """(hard, used) of the namespace's binding ResourceQuota on ``requests.<resource>``."""
 
+    def pool_nodes_matching(self, pool: PoolSpec, requirements: Sequence[NodeLabelRequirement]) -> int | None:
+        """Nodes of the pool whose labels meet every one of ``requirements``, or None when unknown."""
+
 
 class NoCluster:
     name = "none"
@@ -36,4 +40,7 @@ class NoCluster:
         return None
 
     def gpu_quota(self, namespace: str, resource: str) -> tuple[int, int] | None:
+        return None
+
+    def pool_nodes_matching(self, pool: PoolSpec, requirements: Sequence[NodeLabelRequirement]) -> int | None:
         return None

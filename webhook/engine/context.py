@@ -40,6 +40,7 @@ class Context:
     companions: list[dict] = field(default_factory=list)  # objects the reconciler creates (PodGroups)
     concerns: dict[str, None] = field(default_factory=dict)  # concerns applied (injected or already met), in order
     gang_backend: str | None = None  # set by the gang concern when the workload gets (or has) our gang
+    foreign_gang: str | None = None  # another gang mechanism the object carries (then it gets none of ours)
     _gpu_containers: dict[Path, list[ContainerRef]] = field(default_factory=dict, repr=False)
 
     # ---- violations --------------------------------------------------------------------------
@@ -64,7 +65,7 @@ class Context:
         """Make ``path`` hold ``value``; True when that changed the object."""
         changed = self.patcher.set(path, value)
         if changed:
-            self.injections.append(Injection(path, concern, source))
+            self.injections.append(Injection(self.patcher.route(path), concern, source))
         self.concerns[concern] = None
         return changed
 
@@ -79,8 +80,9 @@ class Context:
             return
         start = len(self.patcher.get(list_path) or [])
         self.patcher.extend(list_path, [v for v, _ in items])
+        where = self.patcher.route(list_path)
         for i, (_, source) in enumerate(items):
-            self.injections.append(Injection((*list_path, start + i), concern, source))
+            self.injections.append(Injection((*where, start + i), concern, source))
         self.concerns[concern] = None
 
     # ---- sources -----------------------------------------------------------------------------

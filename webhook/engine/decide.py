@@ -19,12 +19,12 @@ from .clusterview import ClusterView, NoCluster
 from .concerns import custom, quota
 from .context import Context
 from .decision import Decision
-from .intent import gpu_resources_of, has_intent, resolve
+from .intent import Resolved, gpu_resources_of, has_intent, resolve
 from .patch import Patcher
 from .registry import INJECTING, MUTATIONS, VALIDATIONS
 from .request import Request
 from .shape import MALFORMED, shape_problems
-from .workloads import Workload, workload_of
+from .workloads import HANDLED_KINDS, Workload, adapter_for, workload_of
 
 
 def match(policy: PolicySet, obj: Any, namespace: str | None, user: dict | None = None) -> tuple[Workload | None, str]:
@@ -32,29 +32,51 @@ def match(policy: PolicySet, obj: Any, namespace: str | None, user: dict | None 
     if user:
         name, groups = user.get("username"), user.get("groups")
         if isinstance(name, str) and name in policy.platform.exemptUsers:
-            return None, f"user {name} is exempt"
+            return None, f"user {name} is exempt (Platform.spec.exemptUsers): left alone"
         if isinstance(groups, list):
             exempt = [g for g in groups if isinstance(g, str) and g in policy.platform.exemptGroups]
             if exempt:
-                return None, f"group {exempt[0]} is exempt"
+                return None, f"group {exempt[0]} is exempt (Platform.spec.exemptGroups): left alone"
     if not isinstance(obj, dict):
         return None, "not a Kubernetes object"
     workload = workload_of(obj)
     if workload is None:
-        return None, (f"kind {obj.get('apiVersion')}/{obj.get('kind')} is not handled; trainadmit acts on batch/v1 "
-                      "Jobs and on v1 Pods that no Job owns")
+        return None, (f"kind {obj.get('apiVersion')}/{obj.get('kind')} is left alone: trainadmit decides on "
+                      f"{', '.join(sorted(HANDLED_KINDS))} (and the objects their controllers create are decided "
+                      "through them)")
     if policy.is_exempt(namespace):
-        return None, f"namespace {namespace} is exempt"
+        return None, f"namespace {namespace} is exempt (Platform.spec.exemptNamespaces): left alone"
     owner = workload.controller
-    owned_by_job = owner and owner.get("kind") == "Job" and str(owner.get("apiVersion", "")).startswith("batch/")
-    if not workload.is_batch_job and owned_by_job:
-        return None, f"pod of Job {owner.get('name')}: the Job carries trainadmit's configuration"
+    if owner is not None:
+        parent = adapter_for(owner.get("apiVersion"), owner.get("kind"))
+        if parent is not None:
+            kind = owner.get("kind")
+            return None, (f"created by {kind} {owner.get('name')}: trainadmit configured the {kind} when the {kind} "
+                          f"was created, and {parent.operator} copied that configuration here, so this object is "
+                          "left as the controller made this object")
+        if policy.keys.applied in workload.annotations:
+            return None, (f"created by {owner.get('kind')} {owner.get('name')} from a pod template trainadmit "
+                          f"already decided (it carries {policy.keys.applied})")
     if not gpu_resources_of(workload, policy) and not has_intent(workload, policy):
-        return None, f"no GPU request and no {policy.platform.intentPrefix}/ intent"
+        resources = ", ".join(sorted(policy.gpu_resources))
+        return None, (f"not a GPU workload: no container requests a GPU resource ({resources}) and no "
+                      f"{policy.platform.intentPrefix}/ label or annotation asks for one; left alone")
     return workload, ""
 
 
 def decide(policy: PolicySet, request: Request, cluster: ClusterView | None = None) -> Decision:
+    return _decide(policy, request, cluster, VALIDATIONS)
+
+
+def decide_builtin(policy: PolicySet, request: Request, cluster: ClusterView | None = None) -> Decision:
+    """The decision without the custom CEL rules (``memo`` remembers this part; CEL reads any field)."""
+    return _decide(policy, request, cluster, BUILTIN_VALIDATIONS)
+
+
+BUILTIN_VALIDATIONS = tuple(c for c in VALIDATIONS if c is not custom.CONCERN)
+
+
+def _decide(policy: PolicySet, request: Request, cluster: ClusterView | None, validations: tuple) -> Decision:
     obj = request.obj
     namespace = request.namespace
     if isinstance(obj, dict) and isinstance(obj.get("metadata"), dict):
@@ -63,7 +85,8 @@ def decide(policy: PolicySet, request: Request, cluster: ClusterView | None = No
     workload, reason = match(policy, obj, namespace, request.user)
     if workload is None:
         return Decision(matched=False, reason=reason, generation=policy.generation)
-    ctx = Context(policy, cluster or NoCluster(), request, workload, Patcher(obj), namespace=namespace or "default")
+    patcher = Patcher(obj, workload.adapter.aliases(obj))
+    ctx = Context(policy, cluster or NoCluster(), request, workload, patcher, namespace=namespace or "default")
     problems = shape_problems(workload)
     if problems:
         for path, message in problems:
@@ -73,6 +96,12 @@ def decide(policy: PolicySet, request: Request, cluster: ClusterView | None = No
     if request.operation != "CREATE":
         return _non_create(ctx)
     ctx.resolved = resolve(workload, policy, gpu_resources_of(workload, policy), ctx.report)
+    if ctx.resolved.no_pool and policy.platform.noPool == "ignore":
+        return Decision(matched=False, generation=policy.generation,
+                        reason=f"no pool fits this GPU workload ({ctx.resolved.no_pool}); Platform.spec.noPool: ignore")
+    skeleton = workload.adapter.skeleton(obj)
+    if skeleton is not None:  # the kind's writable template needs its parents first (a TrainJob's runtime patch)
+        patcher.extend(*skeleton[:1], [skeleton[1]])
     for concern in MUTATIONS:
         concern.mutate(ctx)  # type: ignore[misc]
     final_state.record_provenance(ctx, INJECTING)
@@ -86,8 +115,8 @@ def decide(policy: PolicySet, request: Request, cluster: ClusterView | None = No
         decision.injections = ctx.injections
         decision.companions = ctx.companions
         view = Workload(ctx.patcher.doc, workload.adapter)
-    for concern in VALIDATIONS:
-        concern.validate(ctx, view)  # type: ignore[misc]
+    for concern in validations:
+        concern.validate(ctx, view)
     decision.violations = ctx.violations
     return decision
 
@@ -103,7 +132,9 @@ def _non_create(ctx: Context) -> Decision:
     old = Workload(request.old, workload.adapter)
     ignore = lambda *a, **k: None  # noqa: E731 - intent problems were reported when the object was created
     ctx.resolved = resolve(workload, policy, gpu_resources_of(workload, policy), ignore)
-    before = resolve(old, policy, gpu_resources_of(old, policy), ignore)
+    # the stored object is well-formed in a cluster; a malformed one (a captured or fuzzed review)
+    # counts as holding nothing, so the whole new size is checked
+    before = Resolved(pods=0) if shape_problems(old) else resolve(old, policy, gpu_resources_of(old, policy), ignore)
     added = ctx.resolved.total_gpus - before.total_gpus
     if added > 0:
         quota.check(ctx, workload, extra_gpus=added)

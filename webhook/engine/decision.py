@@ -80,6 +80,7 @@ class Decision:
     companions: list[dict] = field(default_factory=list)
     generation: str = ""
     summary: dict[str, Any] = field(default_factory=dict)
+    patch_json: str | None = None  # the patch already serialized (a remembered decision): wins over ``patch``
 
     @property
     def denials(self) -> list[Violation]:

@@ -28,8 +28,10 @@ UNKNOWN_DATASET = rule("intent.unknown-dataset", Action.deny, "the datasets anno
 UNKNOWN_CHECKPOINT = rule("intent.unknown-checkpoint", Action.deny,
                           "the checkpoint annotation names no CheckpointClass")
 UNKNOWN_PRIORITY = rule("intent.unknown-priority", Action.deny, "the priority annotation names no PriorityTier")
+NO_POOL = rule("intent.no-pool", Action.deny,
+               "a GPU workload no pool fits: no pool for its GPU type, or it asks for a fabric no pool provides")
 CONCERN = Concern("intent", rules=(INVALID, UNKNOWN_POOL, UNKNOWN_TOPOLOGY, UNKNOWN_DATASET, UNKNOWN_CHECKPOINT,
-                                   UNKNOWN_PRIORITY))
+                                   UNKNOWN_PRIORITY, NO_POOL))
 
 Report = Callable[[RuleId, str, str, str], None]
 
@@ -58,6 +60,8 @@ class Resolved:
     tier: tuple[str, PriorityTierSpec] | None = None
     queue: str | None = None
     queue_explicit: bool = False
+    fabrics: dict[str, str] = field(default_factory=dict)  # fabric the workload asks for -> what asked for it
+    no_pool: str | None = None  # why no pool fits this GPU workload
 
     @property
     def total_gpus(self) -> int:
@@ -68,6 +72,49 @@ def gpu_resources_of(workload: Workload, policy: PolicySet) -> list[str]:
     """GPU resource names any container of the workload asks for, in a stable order."""
     gpu = policy.gpu_resources
     return [n for n in workload.resource_names if n in gpu or n.startswith(MIG_PREFIX)]
+
+
+def fabrics_of(workload: Workload, policy: PolicySet) -> dict[str, str]:
+    """The fabrics a workload asks for (fabric name -> the resource or annotation that asks): those of
+    Platform.spec.fabrics, and the fabric of each pool whose RDMA resources it requests."""
+    names = set(workload.resource_names)
+    annotations = set(workload.annotations)
+    for template in workload.templates:
+        annotations.update(k for k in (template.pod_meta.get("annotations") or {}) if isinstance(k, str))
+    found: dict[str, str] = {}
+    for name, fabric in policy.platform.fabrics.items():
+        hit = next((r for r in fabric.resources if r in names), None) or \
+            next((a for a in fabric.annotations if a in annotations), None)
+        if hit is not None:
+            found[name] = hit
+    for name, pool in sorted(policy.pools.items()):
+        hit = next((r for r in pool.rdma.resources if r in names), None) if pool.rdma else None
+        if hit is not None:
+            found.setdefault(fabric_name(name, pool), hit)
+    return found
+
+
+def fabric_name(pool_name: str, pool: PoolSpec) -> str:
+    """A pool's fabric: the name it declares, or its own name (a fabric only it provides)."""
+    return pool.fabric or pool_name
+
+
+def _fits(pool_name: str, pool: PoolSpec, fabrics: dict[str, str]) -> bool:
+    return all(f == fabric_name(pool_name, pool) for f in fabrics)
+
+
+def _default_pool(policy: PolicySet, resource: str, fabrics: dict[str, str]) -> tuple[str | None, str | None]:
+    """(pool, None) for the pool a workload without a pool label gets, or (None, why none fits)."""
+    candidates = sorted(n for n, p in policy.pools.items() if p.gpu.resource == resource)
+    if not candidates:
+        return None, f"no pool provides {resource}"
+    fitting = [n for n in candidates if _fits(n, policy.pools[n], fabrics)]
+    if not fitting:
+        asked = ", ".join(f"{f} ({what})" for f, what in sorted(fabrics.items()))
+        offered = ", ".join(f"{n} ({fabric_name(n, policy.pools[n])})" for n in candidates)
+        return None, f"it asks for fabric {asked}, which no pool for {resource} provides (pools: {offered})"
+    default = policy.default_pools.get(resource)
+    return (default if default in fitting else fitting[0]), None
 
 
 def has_intent(workload: Workload, policy: PolicySet) -> bool:
@@ -93,19 +140,34 @@ def resolve(workload: Workload, policy: PolicySet, gpu_resources: list[str], rep
         out.gpus_per_pod = max((gpus for _, gpus in out.gpu_templates), default=0)
         out.gpu_pods = sum(t.pods for t, _ in out.gpu_templates)
 
-    # pool (label)
+    # pool (label), and the fabric it must provide
+    out.fabrics = fabrics_of(workload, policy)
     pool_value = labels.get(keys.pool)
     if pool_value is not None:
         out.pool_explicit = True
-        if pool_value in policy.pools:
-            out.pool_name = pool_value
-        else:
+        if pool_value not in policy.pools:
             report(UNKNOWN_POOL, f'metadata.labels["{keys.pool}"]',
                    f"pool {pool_value!r} is not defined by the platform policy",
                    f"use one of: {', '.join(sorted(policy.pools)) or '(none defined)'}")
+        else:
+            # another pool's RDMA resources on this pool are rdma.pool-without-rdma; a fabric of another
+            # cloud means no node of this pool can run the workload
+            foreign = {f: w for f, w in out.fabrics.items() if f in policy.platform.fabrics
+                       and f != fabric_name(pool_value, policy.pools[pool_value])}
+            if foreign and out.gpu_resource:
+                out.no_pool = (f"it asks for fabric {', '.join(f'{f} ({w})' for f, w in sorted(foreign.items()))}, "
+                               f"which pool {pool_value} ({fabric_name(pool_value, policy.pools[pool_value])}) "
+                               "does not provide")
+            else:
+                out.pool_name = pool_value
     elif out.gpu_resource:
-        out.pool_name = policy.default_pools.get(out.gpu_resource)
+        out.pool_name, out.no_pool = _default_pool(policy, out.gpu_resource, out.fabrics)
     out.pool = policy.pools.get(out.pool_name) if out.pool_name else None
+    if out.no_pool and policy.platform.noPool == "deny":
+        report(NO_POOL, f'metadata.labels["{keys.pool}"]' if out.pool_explicit else "spec",
+               f"no pool fits this {workload.kind}: {out.no_pool}",
+               "run it where its fabric is, or ask the platform team for a pool (or set Platform.spec.noPool: "
+               "ignore to leave such workloads untouched)")
 
     # gang (annotation)
     gang_value = annotations.get(keys.gang)

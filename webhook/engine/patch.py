@@ -23,15 +23,26 @@ def _build(rest: Path, value: Any) -> Any:
 
 
 class Patcher:
-    def __init__(self, obj: dict):
+    def __init__(self, obj: dict, aliases: list[tuple[Path, Path]] | None = None):
         self.doc: dict = dict(obj)
         self._owned: set[int] = {id(self.doc)}
         # path -> the container we own at that path; saves walking from the root on every write
         self._containers: dict[Path, Any] = {(): self.doc}
         self.ops: list[dict] = []
+        # (prefix, replacement): reads and writes under a prefix go under its replacement instead
+        self.aliases = aliases or []
+
+    def route(self, path: Path) -> Path:
+        """The path a read or write of ``path`` really goes to (see ``aliases``)."""
+        for prefix, target in self.aliases:
+            if path[: len(prefix)] == prefix:
+                return (*target, *path[len(prefix):])
+        return path
 
     # ---- reading ------------------------------------------------------------------------------
     def get(self, path: Path, default: Any = None) -> Any:
+        if self.aliases:
+            path = self.route(path)
         parent = self._containers.get(path[:-1]) if path else None
         if parent is not None:  # a container we already hold: one look-up instead of a walk
             last = path[-1]
@@ -64,6 +75,8 @@ class Patcher:
 
     def set(self, path: Path, value: Any) -> bool:
         """Make ``path`` hold ``value``, creating missing maps. Returns True when something changed."""
+        if self.aliases:
+            path = self.route(path)
         parent_path = path[:-1]
         cur = self._containers.get(parent_path)
         if cur is not None:
@@ -123,6 +136,8 @@ class Patcher:
         """Append several items: one operation when the list is created, one per item otherwise."""
         if not values:
             return
+        if self.aliases:
+            list_path = self.route(list_path)
         if not isinstance(self.get(list_path), list):
             self.set(list_path, list(values))
             return
@@ -131,6 +146,8 @@ class Patcher:
 
     def append(self, list_path: Path, value: Any) -> None:
         """Append to a list, creating it when it is missing or null."""
+        if self.aliases:
+            list_path = self.route(list_path)
         current = self.get(list_path)
         if not isinstance(current, list):
             self.set(list_path, [value])

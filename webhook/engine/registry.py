@@ -10,12 +10,25 @@ from __future__ import annotations
 from ..policy.vocab import Action
 from . import context, final_state, intent, shape
 from .concern import Concern, RuleId
-from .concerns import custom, gang, gpu, nccl, placement, priority, quota, rdma, storage, topology
+from .concerns import (
+    custom,
+    gang,
+    gpu,
+    hardware,
+    nccl,
+    placement,
+    preflight,
+    priority,
+    quota,
+    rdma,
+    storage,
+    topology,
+)
 
 CONCERNS: tuple[Concern, ...] = (
-    shape.CONCERN, intent.CONCERN, gpu.CONCERN, gang.CONCERN, placement.CONCERN, topology.CONCERN, rdma.CONCERN,
-    nccl.CONCERN, storage.CONCERN, priority.CONCERN, quota.CONCERN, context.CONCERN, final_state.CONCERN,
-    custom.CONCERN,
+    shape.CONCERN, intent.CONCERN, gpu.CONCERN, gang.CONCERN, placement.CONCERN, hardware.CONCERN, topology.CONCERN,
+    rdma.CONCERN, nccl.CONCERN, storage.CONCERN, preflight.CONCERN, priority.CONCERN, quota.CONCERN, context.CONCERN,
+    final_state.CONCERN, custom.CONCERN,
 )
 MUTATIONS: tuple[Concern, ...] = tuple(c for c in CONCERNS if c.mutate is not None)
 VALIDATIONS: tuple[Concern, ...] = tuple(c for c in CONCERNS if c.validate is not None)

@@ -184,3 +184,36 @@ def largest_collection(value: Any) -> int:
             if size > best:
                 best = size
     return best
+
+
+_OBJECT = re.compile(r"\bobject\b((?:\s*\.\s*[A-Za-z_][A-Za-z0-9_]*)*)(\s*\()?")
+_REQUEST = re.compile(r"\brequest\b(\s*\.\s*[A-Za-z_][A-Za-z0-9_]*)?")
+_OLD = re.compile(r"\boldObject\b")
+
+
+def object_reads(sources: list[str]) -> tuple[tuple[tuple[str, ...], ...], tuple[str, ...]] | None:
+    """The object paths CEL expressions read (``object.a.b`` chains, up to a method call) and the
+    ``request`` fields they read ("*" for the whole request); None when an expression uses the whole
+    object (or oldObject) some other way.
+
+    A rule can only look at what its expressions name, so these subtrees bound what its result depends
+    on (``engine.memo`` keys remembered results by them) and what its comprehensions can iterate (the
+    cost bound measures them, not the whole object)."""
+    paths: set[tuple[str, ...]] = set()
+    request_fields: set[str] = set()
+    for source in sources:
+        text = re.sub(r"'[^']*'|\"[^\"]*\"", "''", source)  # string literals name no field
+        if _OLD.search(text):
+            return None
+        for m in _REQUEST.finditer(text):
+            request_fields.add(m.group(1).strip(" .") if m.group(1) else "*")
+        for m in _OBJECT.finditer(text):
+            chain = [p.strip() for p in m.group(1).split(".") if p.strip()]
+            if m.group(2) and chain:
+                chain.pop()  # object.x.all(...): the call is on x
+            if not chain:
+                return None
+            paths.add(tuple(chain))
+    # a path inside another read path adds nothing
+    kept = tuple(sorted(p for p in paths if not any(q != p and p[: len(q)] == q for q in paths)))
+    return kept, tuple(sorted(request_fields))

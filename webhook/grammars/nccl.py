@@ -35,6 +35,55 @@ DEBUGGING_VARS = frozenset({
 })
 
 
+# Every variable the NCCL User Guide "Environment Variables" page documents (env.rst of NCCL 2.30/2.31, the copy
+# shared/reference/rdma.md §3 cites; docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html), by its section,
+# plus the names the page gives for renamed ones (NCCL_IB_GDR_LEVEL, NCCL_MAX_NRINGS, NCCL_MIN_NRINGS) and the
+# ones it refers to (NCCL_COMM_ID, NCCL_NET_MERGE_LEVEL). A name outside this set is most often a typo that NCCL
+# ignores without a word; network plugins (gIB, TCPXO, aws-ofi-nccl) also read NCCL_* names of their own.
+SYSTEM_CONFIGURATION_VARS = frozenset({
+    "NCCL_SOCKET_IFNAME", "NCCL_SOCKET_FAMILY", "NCCL_SOCKET_MAGIC", "NCCL_SOCKET_RETRY_CNT",
+    "NCCL_SOCKET_RETRY_SLEEP_MSEC", "NCCL_SOCKET_POLL_TIMEOUT_MSEC", "NCCL_SOCKET_NTHREADS", "NCCL_NSOCKS_PERTHREAD",
+    "NCCL_CROSS_NIC", "NCCL_IB_HCA", "NCCL_IB_TIMEOUT", "NCCL_IB_RETRY_CNT", "NCCL_IB_GID_INDEX",
+    "NCCL_IB_ADDR_FAMILY", "NCCL_IB_ADDR_RANGE", "NCCL_IB_ROCE_VERSION_NUM", "NCCL_IB_SL", "NCCL_IB_TC",
+    "NCCL_IB_FIFO_TC", "NCCL_IB_RETURN_ASYNC_EVENTS", "NCCL_OOB_NET_ENABLE", "NCCL_OOB_NET_IFNAME",
+    "NCCL_UID_STAGGER_THRESHOLD", "NCCL_UID_STAGGER_RATE", "NCCL_NET", "NCCL_NET_PLUGIN", "NCCL_TUNER_PLUGIN",
+    "NCCL_PROFILER_PLUGIN", "NCCL_ENV_PLUGIN", "NCCL_IGNORE_CPU_AFFINITY", "NCCL_CONF_FILE", "NCCL_DEBUG",
+    "NCCL_DEBUG_FILE", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_TIMESTAMP_FORMAT", "NCCL_DEBUG_TIMESTAMP_LEVELS",
+    "NCCL_COLLNET_ENABLE", "NCCL_COLLNET_NODE_THRESHOLD", "NCCL_CTA_POLICY", "NCCL_NETDEVS_POLICY",
+    "NCCL_MULTI_RANK_GPU_ENABLE", "NCCL_TOPO_FILE", "NCCL_TOPO_DUMP_FILE", "NCCL_SET_THREAD_NAME",
+    "NCCL_COMM_ID",
+})
+DEBUGGING_SECTION_VARS = frozenset({
+    "NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "NCCL_P2P_DIRECT_DISABLE", "NCCL_SHM_DISABLE", "NCCL_BUFFSIZE",
+    "NCCL_NTHREADS", "NCCL_MAX_NCHANNELS", "NCCL_MAX_NRINGS", "NCCL_MIN_NCHANNELS", "NCCL_MIN_NRINGS",
+    "NCCL_CHECKS_DISABLE", "NCCL_CHECK_POINTERS", "NCCL_CHECK_MODE", "NCCL_LAUNCH_MODE", "NCCL_IB_DISABLE",
+    "NCCL_IB_AR_THRESHOLD", "NCCL_IB_OOO_RQ", "NCCL_IB_QPS_PER_CONNECTION", "NCCL_IB_SPLIT_DATA_ON_QPS",
+    "NCCL_IB_CUDA_SUPPORT", "NCCL_IB_PCI_RELAXED_ORDERING", "NCCL_IB_ADAPTIVE_ROUTING", "NCCL_IB_ECE_ENABLE",
+    "NCCL_MEM_SYNC_DOMAIN", "NCCL_CUMEM_ENABLE", "NCCL_CUMEM_HOST_ENABLE", "NCCL_NET_GDR_LEVEL",
+    "NCCL_IB_GDR_LEVEL", "NCCL_NET_GDR_C2C", "NCCL_NET_GDR_READ", "NCCL_GDRCOPY_ENABLE", "NCCL_GDRCOPY_FIFO_ENABLE",
+    "NCCL_GDRCOPY_SYNC_ENABLE", "NCCL_GDRCOPY_FLUSH_ENABLE", "NCCL_NET_SHARED_BUFFERS", "NCCL_NET_SHARED_COMMS",
+    "NCCL_IGNORE_NET_MISMATCH", "NCCL_IGNORE_COLLNET_MISMATCH", "NCCL_SINGLE_RING_THRESHOLD", "NCCL_LL_THRESHOLD",
+    "NCCL_TREE_THRESHOLD", "NCCL_ALGO", "NCCL_PROTO", "NCCL_NVB_DISABLE", "NCCL_PXN_DISABLE", "NCCL_P2P_PXN_LEVEL",
+    "NCCL_PXN_C2C", "NCCL_RUNTIME_CONNECT", "NCCL_GRAPH_REGISTER", "NCCL_LOCAL_REGISTER",
+    "NCCL_LEGACY_CUDA_REGISTER", "NCCL_WIN_ENABLE", "NCCL_SET_STACK_SIZE", "NCCL_GRAPH_MIXING_SUPPORT",
+    "NCCL_GRAPH_STREAM_ORDERING", "NCCL_DMABUF_ENABLE", "NCCL_P2P_NET_CHUNKSIZE", "NCCL_P2P_LL_THRESHOLD",
+    "NCCL_ALLOC_P2P_NET_LL_BUFFERS", "NCCL_COMM_BLOCKING", "NCCL_CGA_CLUSTER_SIZE", "NCCL_MAX_CTAS", "NCCL_MIN_CTAS",
+    "NCCL_NVLS_ENABLE", "NCCL_IB_MERGE_NICS", "NCCL_NET_MERGE_POLICY", "NCCL_NET_MERGE_LEVEL", "NCCL_MNNVL_ENABLE",
+    "NCCL_MNNVL_UUID", "NCCL_MNNVL_CLIQUE_ID", "NCCL_RAS_ENABLE", "NCCL_RAS_ADDR", "NCCL_RAS_TIMEOUT_FACTOR",
+    "NCCL_LAUNCH_ORDER_IMPLICIT", "NCCL_LAUNCH_RACE_FATAL", "NCCL_IPC_USE_ABSTRACT_SOCKET",
+    "NCCL_SYM_GIN_KERNELS_ENABLE",
+})
+KNOWN_VARS = SYSTEM_CONFIGURATION_VARS | DEBUGGING_SECTION_VARS
+
+
+def closest_known(name: str) -> str | None:
+    """The documented NCCL variable ``name`` most likely misspells, if one is close enough."""
+    import difflib
+
+    found = difflib.get_close_matches(name, sorted(KNOWN_VARS), n=1, cutoff=0.8)
+    return found[0] if found else None
+
+
 def _int_range(value: str, low: int, high: int) -> Problem | None:
     if not re.fullmatch(r"-?\d+", value.strip()):
         return Problem("error", f"must be an integer from {low} to {high}")
@@ -132,3 +181,46 @@ def check_nccl_value(name: str, value: str) -> Problem | None:
     if not isinstance(value, str):
         return Problem("error", "must be a string")
     return check(value)
+
+
+@dataclass(frozen=True)
+class NameList:
+    """What an NCCL device or interface list selects (NCCL_IB_HCA, NCCL_SOCKET_IFNAME): ``^`` excludes,
+    ``=`` matches names exactly, otherwise each entry is a prefix; an HCA entry may name a port."""
+
+    exclude: bool
+    exact: bool
+    items: tuple[tuple[str, int | None], ...]  # (name or prefix, port or None)
+
+    def matches(self, name: str, entry: str) -> bool:
+        return name == entry if self.exact else name.startswith(entry)
+
+    def selects(self, name: str) -> bool:
+        hit = any(self.matches(name, entry) for entry, _ in self.items)
+        return not hit if self.exclude else hit
+
+    def ports(self, name: str) -> set[int] | None:
+        """Ports an include list names for a device it selects; None means all of its ports."""
+        if self.exclude:
+            return None
+        found = [port for entry, port in self.items if self.matches(name, entry)]
+        return None if not found or None in found else {p for p in found if p is not None}
+
+
+def parse_name_list(value: str) -> NameList | None:
+    """An NCCL_IB_HCA or NCCL_SOCKET_IFNAME value as a ``NameList``; None when it is outside the grammar
+    (``check_nccl_value`` says why)."""
+    body = value.strip()
+    exclude = body.startswith("^")
+    body = body[1:] if exclude else body
+    exact = body.startswith("=")
+    body = body[1:] if exact else body
+    items = []
+    for token in body.split(","):
+        token = token.strip().lstrip("=")
+        name, _, rest = token.partition(":")
+        port = rest.split(":", 1)[0]
+        if not name or (port and not port.isdigit()):
+            return None
+        items.append((name, int(port) if port else None))
+    return NameList(exclude, exact, tuple(items))

@@ -9,9 +9,10 @@ code) and never imports pydantic.
 
 Never stale: the file name is a SHA-256 over everything the validated set depends on: the bytes
 of every policy file (the loader's own file list, with the paths relative to the directory), the
-source of the code that validates them (this package and ``grammars``), the engine's rule ids,
-pydantic's version, Python's version and this format. Any changed byte is a miss, and a miss loads
-and validates the directory as if there were no cache. Nothing is keyed on paths or times.
+source of every module of trainadmit (the models, the loader, and the engine facts a policy is
+checked against: rule ids, handled kinds), pydantic's version, Python's version and this format.
+Any changed byte is a miss, and a miss loads and validates the directory with the caller's loader,
+as if there were no cache. Nothing is keyed on paths or times.
 
 Never code: the file is JSON (records, the ``vocab`` enums and anything that is not a plain JSON
 value are tagged objects whose only key starts with NUL, a user's such key is escaped the same way);
@@ -22,23 +23,24 @@ others may write, is ignored; so is one that does not decode.
 from __future__ import annotations
 
 import contextlib
+import enum
 import hashlib
 import importlib.util
 import json
 import os
 import sys
-from collections.abc import Collection
+from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from . import vocab
-from .loader import load_policy_dir, policy_files
+from .files import policy_files
 from .policyset import PolicySet, SourceRef
 
-FORMAT = 2
+FORMAT = 3
 KEEP_FILES = 16  # cache files kept (one per policy/code version); the oldest beyond go
-_CODE_DIRS = (Path(__file__).resolve().parent, Path(__file__).resolve().parent.parent / "grammars")
+_CODE_ROOT = Path(__file__).resolve().parent.parent  # the trainadmit package
 _MODELS_MODULE = f"{__package__}.models"
 _SETS = ("pools", "datasets", "checkpoints", "tiers", "quotas", "rules")
 
@@ -81,7 +83,9 @@ def _record(model: str, mixins: tuple[str, ...], values: dict[str, Any]) -> Reco
     return cls(values)
 
 
-_ENUMS = {cls.__name__: cls for cls in (vocab.Action, vocab.Enforceable, vocab.GangBackend)}
+# enums a policy holds: the engine's words (vocab) and the grammars' (link layers, preflight checks);
+# the engine compares them by identity, so a record carries the members themselves
+_ENUM_MODULES = (vocab.__name__, __name__.rsplit(".", 2)[0] + ".grammars.")
 _RECORD, _ENUM, _DICT, _TUPLE = "\0record", "\0enum", "\0dict", "\0tuple"
 
 
@@ -89,10 +93,11 @@ def _encode(value: Any) -> Any:
     """A JSON value for a record, enum or plain value; TypeError for anything else (then no cache)."""
     if isinstance(value, Record):
         return {_RECORD: [value._model, list(value._mixins), {k: _encode(v) for k, v in vars(value).items()}]}
-    if isinstance(value, vocab.StrEnum):
-        if _ENUMS.get(type(value).__name__) is not type(value):
-            raise TypeError(f"{type(value).__name__} is not a vocab enum")
-        return {_ENUM: [type(value).__name__, value.value]}
+    if isinstance(value, enum.Enum):
+        cls = type(value)
+        if _enum_class(cls.__module__, cls.__qualname__) is not cls:
+            raise TypeError(f"{cls.__module__}.{cls.__qualname__} is not an enum of the policy's words")
+        return {_ENUM: [cls.__module__, cls.__qualname__, value.value]}
     if isinstance(value, dict):
         if all(type(k) is str and not k.startswith("\0") for k in value):
             return {k: _encode(v) for k, v in value.items()}
@@ -106,6 +111,14 @@ def _encode(value: Any) -> Any:
     raise TypeError(f"a {type(value).__name__} in a policy cannot be cached")
 
 
+def _enum_class(module: str, name: str) -> type[enum.Enum] | None:
+    """The enum ``module.name`` if it is one of the policy's words (vocab, grammars), else None."""
+    if module != _ENUM_MODULES[0] and not module.startswith(_ENUM_MODULES[1]):
+        return None
+    cls = getattr(sys.modules.get(module) or importlib.import_module(module), name, None)
+    return cls if isinstance(cls, type) and issubclass(cls, enum.Enum) else None
+
+
 def _decode(obj: dict[str, Any]) -> Any:
     """``json.loads`` object hook, the inverse of ``_encode`` (inner values arrive decoded)."""
     if len(obj) == 1:
@@ -116,7 +129,11 @@ def _decode(obj: dict[str, Any]) -> Any:
                 model, mixins, values = value
                 return _record(model, tuple(mixins), values)
             if key == _ENUM:
-                return _ENUMS[value[0]](value[1])
+                module, name, member = value
+                cls = _enum_class(module, name)
+                if cls is None:
+                    raise ValueError(f"{module}.{name} is not an enum of the policy's words")
+                return cls(member)
             if key == _DICT:
                 return {k: v for k, v in value}
             if key == _TUPLE:
@@ -193,7 +210,15 @@ def from_payload(payload: dict[str, Any]) -> PolicySet:
 
 # ---- the key, and the file ---------------------------------------------------------------------
 
-def cache_key(directory: Path, builtin_rules: Collection[str]) -> str | None:
+def _code_files(root: Path) -> list[Path]:
+    out = []
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        out.extend(Path(folder, n) for n in sorted(names) if n.endswith(".py"))
+    return out
+
+
+def cache_key(directory: Path) -> str | None:
     """SHA-256 of everything a validated set depends on; None when there is nothing to key (the
     directory is missing or empty, pydantic is not installed): then the loader reports it."""
     spec = importlib.util.find_spec("pydantic")
@@ -206,10 +231,9 @@ def cache_key(directory: Path, builtin_rules: Collection[str]) -> str | None:
     digest = hashlib.sha256(f"trainadmit-policy-cache {FORMAT} {sys.version}\0".encode())
     try:
         digest.update(Path(locations[0], "version.py").read_bytes() + b"\0")
-        for folder in _CODE_DIRS:
-            for path in sorted(folder.glob("*.py")):
-                digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-        digest.update("\0".join(sorted(builtin_rules)).encode() + b"\0\0")
+        for path in _code_files(_CODE_ROOT):
+            digest.update(str(path.relative_to(_CODE_ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
+        digest.update(b"\0")
         for path in files:
             digest.update(str(path.relative_to(directory)).encode() + b"\0" + path.read_bytes() + b"\0")
     except OSError:
@@ -250,15 +274,16 @@ def _write(path: Path, policy: PolicySet) -> None:
             tmp.unlink(missing_ok=True)
 
 
-def load_policy_cached(directory: str | Path, builtin_rules: Collection[str], cache_dir: Path | None) -> PolicySet:
-    """``load_policy_dir``, served from ``cache_dir`` when an identical set was validated before."""
+def load_policy_cached(directory: str | Path, load: Callable[[Path], PolicySet], cache_dir: Path | None) -> PolicySet:
+    """``load(directory)`` (the engine's ``load_policy``: validation and every check against the
+    engine's facts), or the set it returned before for the same bytes, from ``cache_dir``."""
     root = Path(directory)
-    key = cache_key(root, builtin_rules) if cache_dir is not None else None
+    key = cache_key(root) if cache_dir is not None else None
     if key is None or cache_dir is None:
-        return load_policy_dir(root, builtin_rules)
+        return load(root)
     path = cache_dir / f"policy-{key}.json"
     policy = _read(path)
     if policy is None:
-        policy = load_policy_dir(root, builtin_rules)
+        policy = load(root)
         _write(path, policy)
     return policy

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..grammars.cel import CelError, Program, compile_expression
+from ..grammars.cel import CelError, Program, compile_expression, object_reads
 
 if TYPE_CHECKING:  # types only: a cached policy set holds plain records (cache)
     from .models import RuleSpec
@@ -37,18 +37,28 @@ class CompiledRule:
     # collection for their cost bound, and only rules that name managedFields get them
     needs_size: bool = field(init=False)
     reads_managed_fields: bool = field(init=False)
+    # the object paths its expressions read (None: the whole object); its cost bound measures these
+    reads: tuple[tuple[str, ...], ...] | None = field(init=False)
 
-    def __post_init__(self) -> None:
+    @property
+    def programs(self) -> list[Program]:
+        """Every compiled expression of the rule."""
         programs = [p for _, p in self.conditions] + [p for _, p in self.variables]
         programs += [v.program for v in self.validations]
         programs += [v.message_program for v in self.validations if v.message_program]
+        return programs
+
+    def __post_init__(self) -> None:
+        programs = self.programs
         object.__setattr__(self, "rule_id", f"custom.{self.name}")
         object.__setattr__(self, "needs_size", any(p.depth for p in programs))
         object.__setattr__(self, "reads_managed_fields", any("managedFields" in p.source for p in programs))
+        found = object_reads([p.source for p in programs])
+        object.__setattr__(self, "reads", found[0] if found is not None else None)
 
 
-def compile_rules(rules: dict[str, RuleSpec]) -> tuple[list[CompiledRule], list[tuple[str, str, str]]]:
-    """Compile every expression; problems are (rule name, field path, message)."""
+def compile_rules(rules: dict[str, RuleSpec]) -> tuple[list[CompiledRule], list[tuple[str, tuple, str]]]:
+    """Compile every expression; problems are (rule name, field location, message), every one of them."""
     compiled, problems = [], []
     for name in sorted(rules):
         spec = rules[name]
@@ -59,18 +69,23 @@ def compile_rules(rules: dict[str, RuleSpec]) -> tuple[list[CompiledRule], list[
                 try:
                     items.append((item.name, compile_expression(item.expression)))
                 except CelError as exc:
-                    problems.append((name, f"spec.{field_name}[{i}].expression", str(exc)))
+                    problems.append((name, ("spec", field_name, i, "expression"), str(exc)))
                     ok = False
         validations = []
         for i, v in enumerate(spec.validations):
-            try:
-                program = compile_expression(v.expression)
-                message_program = compile_expression(v.messageExpression) if v.messageExpression else None
-            except CelError as exc:
-                problems.append((name, f"spec.validations[{i}].expression", str(exc)))
-                ok = False
-                continue
-            validations.append(CompiledValidation(program, v.message, message_program, v.path, v.hint))
+            programs: dict[str, Program | None] = {"expression": None, "messageExpression": None}
+            for key, source in (("expression", v.expression), ("messageExpression", v.messageExpression)):
+                if source is None:
+                    continue
+                try:
+                    programs[key] = compile_expression(source)
+                except CelError as exc:
+                    problems.append((name, ("spec", "validations", i, key), str(exc)))
+                    ok = False
+            program = programs["expression"]
+            if program is not None:
+                validations.append(CompiledValidation(program, v.message, programs["messageExpression"], v.path,
+                                                      v.hint))
         if ok:
             compiled.append(CompiledRule(name, spec, tuple(named["matchConditions"]), tuple(validations),
                                          tuple(named["variables"])))

@@ -3,57 +3,42 @@
 Loading is all-or-nothing: every document of every file is parsed and checked, cross references
 are resolved, and only then is a PolicySet built. A caller (the server's reload loop) therefore
 never sees a half-applied policy; it keeps the previous set when this raises.
+
+Every problem of every file is collected in one pass (`inspect_policy_dir`): a document with a schema
+error does not hide the next document, the Platform count or the cross references of the others, so
+that `policy lint` reports all of them at once, sorted by file and line, each with a fix.
 """
 
 from __future__ import annotations
 
+import difflib
 import hashlib
+import types
+import typing
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import BaseModel, ValidationError
 
+from .files import policy_files
+from .injected import injected_value_problems
+from .models import API_VERSION, DOCUMENT_KINDS, Metadata, Platform
 from .policyset import PolicySet, SourceRef
+from .problems import PolicyError, PolicyProblem
 
 try:  # libyaml's loader is ~10x faster than the pure-Python one; same results
     YAML_LOADER: Any = yaml.CSafeLoader
 except AttributeError:  # pragma: no cover - PyYAML built without libyaml
     YAML_LOADER = yaml.SafeLoader
 
-POLICY_SUFFIXES = (".yaml", ".yml", ".json")
 MAX_POLICY_FILE_BYTES = 4 * 1024 * 1024
 
 
-@dataclass(frozen=True)
-class PolicyProblem:
-    file: str
-    document: int | None
-    field: str
-    message: str
-    line: int | None = None
-    unreadable: bool = False  # the file could not be read or parsed at all (exit code 2 for lint)
-
-    def __str__(self) -> str:
-        where = self.file
-        if self.line is not None:
-            where += f":{self.line}"
-        if self.document is not None:
-            where += f" (document {self.document})"
-        field = f" {self.field}:" if self.field else ""
-        return f"{where}:{field} {self.message}"
-
-
-class PolicyError(Exception):
-    """The policy set cannot be loaded; ``problems`` names every file, document and field at fault."""
-
-    def __init__(self, problems: list[PolicyProblem]):
-        self.problems = problems
-        super().__init__("\n".join(str(p) for p in problems))
-
-
-def _field_path(loc: tuple) -> str:
+def field_path(loc: tuple) -> str:
+    """("spec", "levels", 0, "name") -> "spec.levels[0].name", as findings show a field."""
     out = ""
     for part in loc:
         if isinstance(part, int):
@@ -106,41 +91,203 @@ def compose_documents(text: str) -> list[tuple[int, object, object]]:
 
 def _documents(raw: bytes, display: str) -> list[tuple[int, object, object]]:
     if len(raw) > MAX_POLICY_FILE_BYTES:
-        raise PolicyError([PolicyProblem(display, None, "", f"file is larger than {MAX_POLICY_FILE_BYTES} bytes")])
+        raise PolicyError([PolicyProblem(display, None, "", f"file is larger than {MAX_POLICY_FILE_BYTES} bytes",
+                                         fix="split it into several files")])
     text = raw.decode("utf-8")
     try:
         return compose_documents(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark else None
-        raise PolicyError([PolicyProblem(display, None, "", f"not valid YAML: {exc}", line, unreadable=True)]) from exc
+        raise PolicyError([PolicyProblem(display, None, "", f"not valid YAML: {exc}", line, unreadable=True,
+                                         fix="fix the YAML syntax at that line")]) from exc
 
 
-def policy_files(directory: Path) -> list[Path]:
-    """Policy files of a directory in a stable order (hidden files and ..data symlink dirs skipped)."""
-    return sorted(
-        p for p in directory.rglob("*")
-        if p.suffix in POLICY_SUFFIXES and p.is_file()
-        and not any(part.startswith(".") for part in p.relative_to(directory).parts)
-        and p.parent.name != "tests" and not p.name.endswith(".test.yaml")
-    )
+# ---- what to change: the fix that goes with a schema error -------------------------------------------
+
+def _unwrap(tp: Any) -> Any:
+    """The model or container inside Optional[...] / X | None / Annotated[...]."""
+    while True:
+        origin = typing.get_origin(tp)
+        if origin is typing.Annotated:
+            tp = typing.get_args(tp)[0]
+        elif origin in (typing.Union, types.UnionType):
+            args = [a for a in typing.get_args(tp) if a is not type(None)]
+            tp = next((a for a in args if isinstance(a, type) and issubclass(a, BaseModel)), args[0])
+        else:
+            return tp
 
 
-def load_policy_dir(directory: str | Path, builtin_rules: Collection[str]) -> PolicySet:
-    """Parse, check and index every policy document under ``directory``.
+def type_at(model: type[BaseModel], loc: tuple) -> Any:
+    """The declared type at ``loc`` inside ``model`` (through models, lists and maps), or None."""
+    tp: Any = model
+    for part in loc:
+        tp = _unwrap(tp)
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            info = tp.model_fields.get(part) if isinstance(part, str) else None
+            if info is None:
+                return None
+            tp = info.annotation
+        elif typing.get_origin(tp) in (list, tuple, dict):
+            args = typing.get_args(tp)
+            tp = args[-1] if args else Any
+        else:
+            return None
+    return _unwrap(tp)
+
+
+def _nearest_field(model: type[BaseModel], loc: tuple) -> tuple[str, Any] | None:
+    """(name, FieldInfo) of the innermost model field on ``loc`` (a map key or list index is not one)."""
+    for end in range(len(loc), 0, -1):
+        parent = type_at(model, loc[:end - 1])
+        part = loc[end - 1]
+        if isinstance(parent, type) and issubclass(parent, BaseModel) and isinstance(part, str) \
+                and part in parent.model_fields:
+            return part, parent.model_fields[part]
+    return None
+
+
+def schema_fix(model: type[BaseModel], loc: tuple, error_type: str) -> str:
+    """What to change for a pydantic error: the closest known field for an unknown one, else the field's
+    own description, so that the fix is written once, next to the field."""
+    if error_type == "extra_forbidden" and loc:
+        parent = type_at(model, loc[:-1])
+        names = sorted(parent.model_fields) if isinstance(parent, type) and issubclass(parent, BaseModel) else []
+        close = difflib.get_close_matches(str(loc[-1]), names, n=1, cutoff=0.6)
+        if close:
+            return f"did you mean {close[0]}?"
+        return f"remove it; the fields here are: {', '.join(names)}" if names else "remove it"
+    found = _nearest_field(model, loc)
+    name, description = (found[0], found[1].description or "") if found else (str(loc[-1]) if loc else "", "")
+    if error_type == "missing":
+        return f"add {name}" + (f": {description}" if description else "")
+    if description:
+        return f"{name}: {description}"
+    return "see this field in the Reference section of docs/policies.md"
+
+
+def schema_problems(model: type[BaseModel], exc: ValidationError, display: str, document: int | None, node: Any,
+                    line: int) -> list[PolicyProblem]:
+    """One problem per pydantic error, at the line of its field, with a fix."""
+    out = []
+    for err in exc.errors():
+        loc = tuple(err["loc"])
+        message = err["msg"].removeprefix("Value error, ")
+        out.append(PolicyProblem(display, document, field_path(loc), message, field_line(node, loc) or line,
+                                 fix=schema_fix(model, loc, err["type"])))
+    return out
+
+
+# ---- the whole directory ---------------------------------------------------------------------------------
+
+@dataclass
+class LoadReport:
+    """Everything loading found. ``policy`` is the set built from the documents that loaded: complete
+    when there are no errors, partial otherwise (so that lint can still check what did load)."""
+
+    directory: str
+    policy: PolicySet | None
+    problems: list[PolicyProblem]
+    nodes: dict[tuple[str, str], tuple[str, int, Any]] = field(default_factory=dict)  # (kind, name) -> where
+
+    @property
+    def errors(self) -> list[PolicyProblem]:
+        return [p for p in self.problems if p.is_error]
+
+    @property
+    def warnings(self) -> list[PolicyProblem]:
+        return [p for p in self.problems if not p.is_error]
+
+    @property
+    def unreadable(self) -> bool:
+        return any(p.unreadable for p in self.problems)
+
+    def problem(self, kind: str, name: str, loc: tuple, message: str, fix: str, severity: str = "error",
+                shown_as: str | None = None) -> PolicyProblem:
+        """A problem of a loaded document's field (``(kind, name)`` in ``nodes``), at that field's line."""
+        file, document, node = self.nodes[(kind, name)]
+        return PolicyProblem(file, document, shown_as or field_path(loc), message,
+                             field_line(node, loc) or node.start_mark.line + 1, severity=severity, fix=fix)
+
+
+def sort_key(problem: PolicyProblem) -> tuple:
+    return (problem.file, problem.line or 0, problem.document or 0, problem.field)
+
+
+def _stand_in_platform() -> Platform:
+    """Used to cross-check the other documents when the Platform is missing or invalid (its own error
+    is reported); problems of the stand-in itself are not."""
+    return Platform(apiVersion=API_VERSION, kind="Platform", metadata=Metadata(name="platform"))
+
+
+@dataclass
+class _Documents:
+    """The documents of a directory as they are read: the ones that loaded, and what is known of the rest."""
+
+    loaded: dict[str, dict[str, Any]] = field(default_factory=lambda: {kind: {} for kind in DOCUMENT_KINDS})
+    unresolved: dict[str, set[str]] = field(default_factory=lambda: {kind: set() for kind in DOCUMENT_KINDS})
+    sources: dict[tuple[str, str], SourceRef] = field(default_factory=dict)
+    nodes: dict[tuple[str, str], tuple[str, int, Any]] = field(default_factory=dict)
+    platforms_seen: list[tuple[str, int, int]] = field(default_factory=list)  # (file, document, line), valid or not
+
+    def add(self, display: str, index: int, data: object, node: Any) -> list[PolicyProblem]:
+        """The problems of one document; a document that loads is kept."""
+        line = node.start_mark.line + 1
+        if not isinstance(data, dict):
+            return [PolicyProblem(display, index, "", "a policy document must be a mapping", line,
+                                  fix="start the document with apiVersion, kind, metadata and spec")]
+        kind = data.get("kind")
+        if data.get("apiVersion") != API_VERSION:
+            return [PolicyProblem(display, index, "apiVersion",
+                                  f"must be {API_VERSION}, got {data.get('apiVersion')!r}",
+                                  field_line(node, ("apiVersion",)) or line, fix=f"set apiVersion: {API_VERSION}")]
+        model = DOCUMENT_KINDS.get(kind) if isinstance(kind, str) else None
+        if model is None:
+            if kind == "PolicyTest":
+                fix = "policy tests go in files named *.test.yaml or under tests/"
+            else:
+                close = difflib.get_close_matches(str(kind), list(DOCUMENT_KINDS), n=1)
+                fix = f"did you mean {close[0]}?" if close else f"use one of {', '.join(DOCUMENT_KINDS)}"
+            return [PolicyProblem(display, index, "kind", f"unknown kind {kind!r}; one of {', '.join(DOCUMENT_KINDS)}",
+                                  field_line(node, ("kind",)) or line, fix=fix)]
+        if kind == "Platform":
+            self.platforms_seen.append((display, index, line))
+        out = [PolicyProblem(display, index, field_path(p.loc), p.message, field_line(node, p.loc) or line,
+                             severity=p.severity, fix=p.fix) for p in injected_value_problems(kind, data)]
+        metadata = data.get("metadata")
+        raw_name = metadata.get("name") if isinstance(metadata, dict) else None
+        try:
+            doc = model.model_validate(data)
+        except ValidationError as exc:
+            if isinstance(raw_name, str):
+                self.unresolved[kind].add(raw_name)
+            return out + schema_problems(model, exc, display, index, node, line)
+        name = doc.metadata.name  # type: ignore[attr-defined]
+        if name in self.loaded[kind]:
+            first = self.sources[(kind, name)]
+            return [*out, PolicyProblem(display, index, "metadata.name",
+                                        f"{kind} {name!r} is already defined in {first.file}:{first.line}",
+                                        field_line(node, ("metadata", "name")) or line, fix="rename one of them")]
+        self.loaded[kind][name] = doc
+        self.sources[(kind, name)] = SourceRef(display, line, index)
+        self.nodes[(kind, name)] = (display, index, node)
+        return out
+
+    def specs(self, kind: str) -> dict[str, Any]:
+        return {name: doc.spec for name, doc in self.loaded[kind].items()}
+
+
+def inspect_policy_dir(directory: str | Path, builtin_rules: Collection[str]) -> LoadReport:
+    """Parse and check every policy document under ``directory`` and report every problem.
 
     ``builtin_rules`` are the rule ids the engine declares (``trainadmit.engine.load_policy``
     passes them), so that an override of an unknown rule is an error at load time."""
-    from pydantic import ValidationError  # here, not above: PolicyError and policy_files need no pydantic (cache)
-
-    from .models import API_VERSION, DOCUMENT_KINDS, Platform
-
     root = Path(directory)
     if not root.is_dir():
-        raise PolicyError([PolicyProblem(str(directory), None, "", "policy directory does not exist", unreadable=True)])
+        return LoadReport(str(directory), None, [PolicyProblem(str(directory), None, "", "policy directory does not "
+                                                               "exist", unreadable=True, fix="check the path")])
     problems: list[PolicyProblem] = []
-    docs: dict[str, dict[str, object]] = {kind: {} for kind in DOCUMENT_KINDS}
-    sources: dict[tuple[str, str], SourceRef] = {}
+    docs = _Documents()
     digest = hashlib.sha256()
     files = policy_files(root)
     for path in files:
@@ -153,66 +300,52 @@ def load_policy_dir(directory: str | Path, builtin_rules: Collection[str]) -> Po
             if isinstance(exc, PolicyError):
                 problems.extend(exc.problems)
             else:
-                problems.append(PolicyProblem(display, None, "", "file is not UTF-8 text", unreadable=True))
+                problems.append(PolicyProblem(display, None, "", "file is not UTF-8 text", unreadable=True,
+                                              fix="save the file as UTF-8"))
             continue
         for index, data, node in documents:
-            line = node.start_mark.line + 1
-            if not isinstance(data, dict):
-                problems.append(PolicyProblem(display, index, "", "a policy document must be a mapping", line))
-                continue
-            kind = data.get("kind")
-            if data.get("apiVersion") != API_VERSION:
-                problems.append(PolicyProblem(display, index, "apiVersion",
-                                              f"must be {API_VERSION}, got {data.get('apiVersion')!r}",
-                                              field_line(node, ("apiVersion",)) or line))
-                continue
-            model = DOCUMENT_KINDS.get(kind) if isinstance(kind, str) else None
-            if model is None:
-                problems.append(PolicyProblem(display, index, "kind",
-                                              f"unknown kind {kind!r}; one of {', '.join(DOCUMENT_KINDS)}",
-                                              field_line(node, ("kind",)) or line))
-                continue
-            try:
-                doc = model.model_validate(data)
-            except ValidationError as exc:
-                for err in exc.errors():
-                    loc = tuple(err["loc"])
-                    problems.append(PolicyProblem(display, index, _field_path(loc), err["msg"],
-                                                  field_line(node, loc) or line))
-                continue
-            name = doc.metadata.name  # type: ignore[attr-defined]
-            if name in docs[kind]:
-                first = sources[(kind, name)]
-                problems.append(PolicyProblem(display, index, "metadata.name",
-                                              f"{kind} {name!r} is already defined in {first.file}:{first.line}",
-                                              field_line(node, ("metadata", "name")) or line))
-                continue
-            docs[kind][name] = doc
-            sources[(kind, name)] = SourceRef(display, line, index)
+            problems.extend(docs.add(display, index, data, node))
     if not files:
         problems.append(PolicyProblem(str(directory), None, "", "no policy files (*.yaml, *.yml, *.json)",
-                                      unreadable=True))
-    platforms = list(docs["Platform"].values())
-    if not problems and len(platforms) != 1:
-        problems.append(PolicyProblem(str(directory), None, "kind",
-                                      f"exactly one Platform document is required, found {len(platforms)}"))
-    if problems:
-        raise PolicyError(problems)
-    platform = platforms[0]
-    assert isinstance(platform, Platform)
-    policy, semantic = PolicySet.build(
+                                      unreadable=True, fix="`trainadmit policy init DIR` writes a minimal policy set"))
+    elif len(docs.platforms_seen) != 1:
+        problems.extend(_platform_count(str(directory), docs.platforms_seen))
+    platforms = list(docs.loaded["Platform"].values())
+    platform = platforms[0] if len(platforms) == 1 and len(docs.platforms_seen) == 1 else _stand_in_platform()
+    policy, cross = PolicySet.build(
         builtin_rules,
+        unresolved=docs.unresolved,
         platform_doc=platform,
-        pools={n: d.spec for n, d in docs["Pool"].items()},  # type: ignore[attr-defined]
-        datasets={n: d.spec for n, d in docs["Dataset"].items()},  # type: ignore[attr-defined]
-        checkpoints={n: d.spec for n, d in docs["CheckpointClass"].items()},  # type: ignore[attr-defined]
-        tiers={n: d.spec for n, d in docs["PriorityTier"].items()},  # type: ignore[attr-defined]
-        quotas={n: d.spec for n, d in docs["Quota"].items()},  # type: ignore[attr-defined]
-        rules={n: d.spec for n, d in docs["Rule"].items()},  # type: ignore[attr-defined]
-        sources=sources,
+        pools=docs.specs("Pool"),
+        datasets=docs.specs("Dataset"),
+        checkpoints=docs.specs("CheckpointClass"),
+        tiers=docs.specs("PriorityTier"),
+        quotas=docs.specs("Quota"),
+        rules=docs.specs("Rule"),
+        sources=docs.sources,
         generation=digest.hexdigest()[:12],
     )
-    if semantic:
-        raise PolicyError([PolicyProblem(s.file, s.document, field, msg, s.line) for s, field, msg in semantic])
-    return policy
+    report = LoadReport(str(directory), policy, problems, docs.nodes)
+    for (kind, name), loc, message, fix in cross:
+        if (kind, name) in docs.nodes:  # not the stand-in Platform, whose own error is reported
+            problems.append(report.problem(kind, name, loc, message, fix))
+    problems.sort(key=sort_key)
+    return report
 
+
+def _platform_count(directory: str, seen: list[tuple[str, int, int]]) -> list[PolicyProblem]:
+    message = f"exactly one Platform document is required, found {len(seen)}"
+    if not seen:
+        return [PolicyProblem(directory, None, "kind", message,
+                              fix="add a Platform document (`trainadmit policy init DIR` writes a minimal one)")]
+    first = seen[0]
+    return [PolicyProblem(file, index, "kind", f"{message}; the first is in {first[0]}:{first[2]}", line,
+                          fix="keep one Platform: merge the others into it") for file, index, line in seen[1:]]
+
+
+def load_policy_dir(directory: str | Path, builtin_rules: Collection[str]) -> PolicySet:
+    """The policy set of ``directory``; PolicyError naming every error (warnings do not stop loading)."""
+    report = inspect_policy_dir(directory, builtin_rules)
+    if report.errors or report.policy is None:
+        raise PolicyError(report.errors)
+    return report.policy

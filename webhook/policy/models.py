@@ -14,9 +14,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..grammars.nccl import check_nccl_value
-from ..grammars.quantity import QuantityError, parse_quantity
-from .vocab import Action, Enforceable, GangBackend, LevelLookup
+from ..grammars.preflight import DEFAULT_TIMEOUT_SECONDS, Check, LinkLayer
+from ..grammars.quantity import QuantityError, as_count, parse_quantity
+from .vocab import Action, Enforceable, GangBackend, LevelLookup, NodeLabelMatch, label_integer
 
 API_VERSION = "trainadmit.io/v1alpha1"
 
@@ -115,31 +115,48 @@ class Topology(LevelLookup, Strict):
 
     @model_validator(mode="after")
     def _levels(self) -> Topology:
+        # every problem at once: a validator that stops at the first makes the author run lint once per mistake
         names = [lv.name for lv in self.levels]
-        _unique(names, "topology level")
+        problems = []
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            problems.append(f"topology level names repeat: {', '.join(repeated)}")
         if "any" in names:
-            raise ValueError("'any' is reserved: it means 'no colocation'")
+            problems.append("'any' is reserved: it means 'no colocation'")
         sizes = [lv.maxNodes for lv in self.levels]
         if sizes != sorted(sizes):
-            raise ValueError("topology levels must go from the smallest domain to the largest (maxNodes ascending)")
+            problems.append("topology levels must go from the smallest domain to the largest (maxNodes ascending)")
         if self.default != "any" and self.default not in names:
-            raise ValueError(f"default level {self.default!r} is not one of {names} or 'any'")
+            problems.append(f"default level {self.default!r} is not one of {names} or 'any'")
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
 
 
 class Rdma(Strict):
-    resources: dict[str, int] = Field(default_factory=dict, description="Extended RDMA resources per GPU container.")
+    resources: dict[str, int | str] = Field(
+        default_factory=dict,
+        description="Extended RDMA resources per GPU container: whole quantities, injected as written (1 or \"1\").")
     networks: list[str] = Field(default_factory=list, description="Multus networks: [namespace/]name[@ifname].")
     ipcLock: bool = Field(True, description="Add CAP_IPC_LOCK to GPU containers (RDMA pins memory).")
+    linkLayer: LinkLayer = Field(LinkLayer.InfiniBand, description="Link layer of the fabric's ports (Ethernet for "
+                                 "RoCE); the preflight checks every port has it.")
 
-    @field_validator("resources")
+    @field_validator("resources", mode="before")
     @classmethod
-    def _res(cls, v: dict[str, int]) -> dict[str, int]:
+    def _res(cls, v: object) -> object:
+        """Kept in the form the policy declares (the apiserver takes an int or a string quantity and
+        canonicalizes it), so that what a policy test expects is what the policy says."""
+        if not isinstance(v, dict):
+            return v
+        problems = []
         for name, count in v.items():
-            if not RESOURCE_NAME_RE.match(name) or "/" not in name:
-                raise ValueError(f"{name!r} is not an extended resource name")
-            if count < 1:
-                raise ValueError(f"{name}: count must be at least 1")
+            if not isinstance(name, str) or not RESOURCE_NAME_RE.match(name) or "/" not in name:
+                problems.append(f"{name!r} is not an extended resource name (domain/name)")
+            elif isinstance(count, bool) or not isinstance(count, int | str) or not (as_count(count) or 0) >= 1:
+                problems.append(f"{name}: {count!r} is not a whole quantity of at least 1")
+        if problems:
+            raise ValueError("; ".join(problems))
         return v
 
     @field_validator("networks")
@@ -153,25 +170,130 @@ class Rdma(Strict):
 
 
 class Nccl(Strict):
+    """NCCL variables checked like a user's: grammar errors stop the load, the rest are lint warnings.
+
+    The checks are in ``policy.injected``, run by the loader on the raw document: each variable is
+    reported at its own line, all in one run (a field validator here would stop at the first)."""
+
     env: dict[str, str] = Field(
         default_factory=dict, description="NCCL variables set on every GPU container; checked against NCCL's grammar.")
 
     @field_validator("env")
     @classmethod
     def _env(cls, v: dict[str, str]) -> dict[str, str]:
-        for name, value in v.items():
-            if not ENV_NAME_RE.match(name):
-                raise ValueError(f"{name!r} is not an environment variable name")
-            problem = check_nccl_value(name, value)
-            if problem and problem.severity == "error":
-                raise ValueError(f"{name}={value!r}: {problem.message}")
+        bad = [name for name in v if not ENV_NAME_RE.match(name)]
+        if bad:
+            raise ValueError(f"{', '.join(map(repr, bad))}: not environment variable names")
         return v
+
+
+class Fabric(Strict):
+    """What a workload asks for when it wants a network fabric: device-plugin resources or pod annotations."""
+
+    resources: list[str] = Field(default_factory=list, description="Extended resources that mean this fabric.")
+    annotations: list[str] = Field(default_factory=list, description="Pod annotation keys that mean this fabric.")
+
+
+class NodeLabelRequirement(NodeLabelMatch, Strict):
+    """A node label the pool's nodes must carry, injected as a required node-affinity expression.
+
+    The labels are what GPU feature discovery and the GPU and network operators publish
+    (``nvidia.com/cuda.driver.major``, ``feature.node.kubernetes.io/rdma.capable``…); ``Gt``/``Lt``
+    compare the label as an integer, as the scheduler does."""
+
+    key: str = Field(description="Node label key.")
+    operator: Literal["In", "Gt", "Lt", "Exists"] = Field(
+        description="In: one of values; Gt/Lt: the label, an integer, is greater/less than the one value; Exists.")
+    values: list[str] = Field(default_factory=list, description="In: the allowed values; Gt/Lt: one integer.")
+
+    @field_validator("key")
+    @classmethod
+    def _key(cls, v: str) -> str:
+        return _check_label_key(v)
+
+    @model_validator(mode="after")
+    def _values(self) -> NodeLabelRequirement:
+        if self.operator == "Exists" and self.values:
+            raise ValueError("Exists takes no values")
+        if self.operator == "In":
+            if not self.values:
+                raise ValueError("In needs at least one value")
+            for value in self.values:
+                _check_label_value(value)
+        if self.operator in ("Gt", "Lt") and (len(self.values) != 1 or label_integer(self.values[0]) is None):
+            raise ValueError(f"{self.operator} needs exactly one integer value (the scheduler compares integers)")
+        return self
+
+    @property
+    def identity(self) -> tuple:
+        """A hashable stand-in (for index keys)."""
+        return (self.key, self.operator, tuple(self.values))
+
+    def __str__(self) -> str:
+        if self.operator == "Exists":
+            return f"{self.key} (any value)"
+        if self.operator == "In":
+            return f"{self.key}={'|'.join(self.values)}"
+        return f"{self.key} {'>' if self.operator == 'Gt' else '<'} {self.values[0]}"
+
+
+class PreflightResources(Strict):
+    """CPU and memory of the preflight container; GPUs and RDMA devices come from the decision."""
+
+    requests: dict[Literal["cpu", "memory"], str] = Field(
+        default_factory=lambda: {"cpu": "100m", "memory": "128Mi"}, description="Resource requests.")
+    limits: dict[Literal["cpu", "memory"], str] = Field(
+        default_factory=lambda: {"cpu": "1", "memory": "256Mi"}, description="Resource limits.")
+
+    @field_validator("requests", "limits", mode="before")
+    @classmethod
+    def _quantities(cls, v: object) -> object:
+        if isinstance(v, dict):
+            return {k: _check_quantity(q) if isinstance(q, str | int) and not isinstance(q, bool) else q
+                    for k, q in v.items()}
+        return v
+
+
+class Preflight(Strict):
+    """The start-up check of the pool's GPU Pods: an init container running `trainadmit preflight`.
+
+    It fails the Pod, with one line naming the node and what is wrong, when the node does not give it
+    what the admission decision expects."""
+
+    enabled: bool = Field(False, description="Inject the preflight init container into the pool's GPU pod templates.")
+    image: str | None = Field(None, description="Image with trainadmit: the webhook's own (required when enabled).")
+    imagePullPolicy: Literal["Always", "IfNotPresent", "Never"] = Field("IfNotPresent",
+                                                                        description="Pull policy of the image.")
+    resources: PreflightResources = Field(default_factory=PreflightResources,
+                                          description="CPU and memory of the preflight container.")
+    timeoutSeconds: int = Field(DEFAULT_TIMEOUT_SECONDS, ge=5, le=3600,
+                                description="Time budget of all checks, the gang's wait for one another included.")
+    skip: list[Check] = Field(default_factory=list, description="Checks not to run on this pool.")
+
+    @model_validator(mode="after")
+    def _image(self) -> Preflight:
+        if self.enabled and not self.image:
+            raise ValueError("set image (the webhook's own image) when the preflight is enabled")
+        return self
+
+
+def default_fabrics() -> dict[str, Fabric]:
+    """Fabrics of other clouds that the bundled pools do not provide (so a workload asking for one
+    gets no InfiniBand/RoCE pool): AWS EFA, and GKE's GPUDirect TCPX/TCPXO multi-NIC daemons."""
+    return {
+        "efa": Fabric(resources=["vpc.amazonaws.com/efa"]),
+        "gke-tcpx": Fabric(annotations=["devices.gke.io/container.tcpx-daemon"]),
+        "gke-tcpxo": Fabric(annotations=["devices.gke.io/container.tcpxo-daemon"]),
+    }
 
 
 class PoolSpec(Strict):
     """A GPU pool. Derived values used on every request are cached on first use."""
 
     gpu: GpuSpec
+    fabric: str | None = Field(
+        None, description="The pool's network fabric: a name of Platform.spec.fabrics, or unset for one no other "
+        "pool's workloads ask for; workloads asking for another fabric never get this pool.")
     default: bool = Field(False, description="Default pool for Jobs that request this GPU resource.")
     nodeSelector: dict[str, str] = Field(
         default_factory=dict, description="Node labels that select the pool; a contradicting user value is denied.")
@@ -180,6 +302,12 @@ class PoolSpec(Strict):
     capacityNodes: int | None = Field(None, ge=1, description="Nodes in the pool when no cluster view is given.")
     rdma: Rdma | None = Field(None, description="The pool's RDMA fabric; absent means no RDMA (requests are denied).")
     nccl: Nccl = Field(default_factory=Nccl, description="NCCL settings of the pool's fabric.")
+    requiredNodeLabels: list[NodeLabelRequirement] = Field(
+        default_factory=list, description="Node labels (GPU feature discovery, GPU and network operators) the pool's "
+        "nodes must carry: injected as required node affinity; with a cluster view, a gang that not enough matching "
+        "nodes can hold is denied, naming the label.")
+    preflight: Preflight = Field(default_factory=Preflight,
+                                 description="Start-up check of every GPU Pod of the pool (an init container).")
 
     @field_validator("nodeSelector")
     @classmethod
@@ -188,6 +316,15 @@ class PoolSpec(Strict):
             _check_label_key(key)
             _check_label_value(value)
         return v
+
+    @model_validator(mode="after")
+    def _requirements_fit_selector(self) -> PoolSpec:
+        clashes = [f"requiredNodeLabels[{i}] ({r}) excludes nodeSelector {r.key}={self.nodeSelector[r.key]}"
+                   for i, r in enumerate(self.requiredNodeLabels)
+                   if r.key in self.nodeSelector and not r.matches(self.nodeSelector)]
+        if clashes:
+            raise ValueError("; ".join(clashes) + ": no node could be in the pool")
+        return self
 
     @cached_property
     def toleration_dicts(self) -> list[dict]:
@@ -339,6 +476,13 @@ class PlatformSpec(Strict):
         description="Resources that make a workload a GPU workload (besides every pool's own).",
     )
     gang: GangSettings = Field(default_factory=GangSettings, description="Gang backend and its settings.")
+    fabrics: dict[str, Fabric] = Field(
+        default_factory=default_fabrics,
+        description="Network fabrics by name, each with the resources or pod annotations that mean a workload "
+        "wants it; pools name theirs in Pool.spec.fabric.")
+    noPool: Literal["deny", "ignore"] = Field(
+        "deny", description="A GPU workload no pool fits (GPU type or fabric): deny it (rule intent.no-pool) or "
+        "leave it untouched.")
     defaults: Defaults = Field(default_factory=Defaults, description="Intent used when a Job names none.")
     shm: ShmSettings = Field(default_factory=ShmSettings, description="/dev/shm for GPU containers.")
     enforce: list[Enforceable] = Field(default_factory=list,
@@ -384,8 +528,10 @@ class CelValidation(Strict):
 
 class RuleSpec(Strict):
     action: Literal["deny", "warn"] = Field("deny", description="What a failed validation does.")
-    kinds: list[Literal["Job", "Pod"]] = Field(default_factory=lambda: ["Job", "Pod"],
-                                               description="Kinds the rule applies to.")
+    kinds: list[Annotated[str, Field(pattern=r"^[A-Z][A-Za-z0-9]*$")]] = Field(
+        default_factory=lambda: ["Job", "Pod"],
+        description="Kinds the rule applies to: any kind trainadmit handles (Job, Pod, PyTorchJob, MPIJob, RayCluster, "
+        "RayJob, JobSet, LeaderWorkerSet, …).")
     operations: list[Literal["CREATE", "UPDATE"]] = Field(default_factory=lambda: ["CREATE"],
                                                           description="Operations; oldObject is set on UPDATE.")
     namespaces: list[str] | None = Field(None, description="Namespace names or globs; default all.")

@@ -10,8 +10,9 @@ layer; the loader is handed their ids so that ``Platform.spec.rules`` can be che
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -64,6 +65,10 @@ class SourceRef:
     document: int
 
 
+# (the document's kind and name, field location, message, fix)
+CrossProblem = tuple[tuple[str, str], tuple, str, str]
+
+
 @dataclass(frozen=True)
 class IntentKeys:
     pool: str
@@ -74,13 +79,15 @@ class IntentKeys:
     priority: str
     queue: str
     applied: str
-    podgroup: str  # label + annotation: the PodGroup the reconciler must create for this Job
+    podgroup: str  # label + annotation: the PodGroup the reconciler must create for this workload
+    workload: str  # label on the Pods of a workload whose operator labels them with nothing stable
+    preflight: str  # label on pod templates that carry the preflight; annotation with its status on the workload
 
     @classmethod
     def with_prefix(cls, prefix: str) -> IntentKeys:
         return cls(*(f"{prefix}/{k}" for k in
                      ("pool", "gang", "topology", "datasets", "checkpoint", "priority", "queue", "applied",
-                      "podgroup")))
+                      "podgroup", "workload", "preflight")))
 
 
 @dataclass(frozen=True)
@@ -102,7 +109,7 @@ class PolicySet:
     enforced: frozenset[Enforceable] = field(init=False)
     scheduler_name: str | None = field(init=False)
     compiled_rules: tuple[CompiledRule, ...] = field(init=False)  # in name order
-    compile_problems: tuple[tuple[str, str, str], ...] = field(init=False)
+    compile_problems: tuple[tuple[str, tuple, str], ...] = field(init=False)
     gang_gaps: tuple[str, ...] = field(init=False)  # what the target cluster lacks for the gang backend
     quota_by_name: dict[str, tuple[str, QuotaSpec]] = field(init=False)  # exact namespace names
     quota_globs: tuple[tuple[str, str, QuotaSpec], ...] = field(init=False)  # (pattern, quota name, spec)
@@ -140,27 +147,44 @@ class PolicySet:
         set_(self, "quota_globs", tuple(globs))
 
     @classmethod
-    def build(cls, builtin_rules: Collection[str], **kwargs) -> tuple[PolicySet, list[tuple[SourceRef, str, str]]]:
-        """Build the set and return it with its cross-reference problems (empty when sound)."""
+    def build(cls, builtin_rules: Collection[str], unresolved: Mapping[str, Collection[str]] | None = None,
+              **kwargs) -> tuple[PolicySet, list[CrossProblem]]:
+        """Build the set and return it with its cross-reference problems (empty when sound).
+
+        ``unresolved`` names, per kind, documents that exist but did not load (their own errors are
+        reported): a reference to one of them is not reported again as a reference to nothing."""
         policy = cls(**kwargs)
-        return policy, policy._cross_check(builtin_rules)
+        return policy, policy._cross_check(builtin_rules, unresolved or {})
 
     @property
     def platform_name(self) -> str:
         return self.platform_doc.metadata.name
 
-    def _ref(self, kind: str, name: str) -> SourceRef:
-        return self.sources.get((kind, name), SourceRef("<policy>", 0, 0))
+    def _cross_check(self, builtin_rules: Collection[str], unresolved: Mapping[str, Collection[str]]
+                     ) -> list[CrossProblem]:
+        problems: list[CrossProblem] = []
 
-    def _cross_check(self, builtin_rules: Collection[str]) -> list[tuple[SourceRef, str, str]]:
-        problems: list[tuple[SourceRef, str, str]] = []
-        platform_ref = self._ref("Platform", self.platform_doc.metadata.name)
-        for name, field_path, message in self.compile_problems:
-            problems.append((self._ref("Rule", name), field_path, message))
+        def missing(kind: str, name: str, defined: Collection[str]) -> bool:
+            return name not in defined and name not in unresolved.get(kind, ())
+
+        def instead(kind: str, name: str, defined: Collection[str]) -> str:
+            names = sorted({*defined, *unresolved.get(kind, ())})
+            close = difflib.get_close_matches(name, names, n=1)
+            if close:
+                return f"did you mean {close[0]}?"
+            return f"define {kind} {name}, or use one of: {', '.join(names)}" if names else f"define {kind} {name}"
+
+        platform_ref = ("Platform", self.platform_doc.metadata.name)
+        for name, loc, message in self.compile_problems:
+            problems.append((("Rule", name), loc, message,
+                             "fix the CEL expression (the language of ValidatingAdmissionPolicy)"))
+        custom = set(self.rules) | set(unresolved.get("Rule", ()))
         for rule in self.platform.rules:
-            if rule not in builtin_rules and rule.removeprefix("custom.") not in self.rules:
-                problems.append((platform_ref, f"spec.rules.{rule}",
-                                 f"unknown rule id; known: {', '.join(sorted(builtin_rules))}"))
+            if rule not in builtin_rules and rule.removeprefix("custom.") not in custom:
+                close = difflib.get_close_matches(rule, sorted(builtin_rules), n=1)
+                problems.append((platform_ref, ("spec", "rules", rule), "unknown rule id",
+                                 f"did you mean {close[0]}?" if close else
+                                 f"use a built-in rule id ({', '.join(sorted(builtin_rules))}) or custom.<Rule name>"))
         by_resource: dict[str, list[str]] = {}
         for name, pool in self.pools.items():
             if pool.default:
@@ -168,22 +192,34 @@ class PolicySet:
         for resource, names in by_resource.items():
             if len(names) > 1:
                 for name in names[1:]:
-                    problems.append((self._ref("Pool", name), "spec.default",
-                                     f"pools {names} are all the default for {resource}; only one may be"))
+                    problems.append((("Pool", name), ("spec", "default"),
+                                     f"pools {names} are all the default for {resource}; only one may be",
+                                     f"keep default: true on one pool for {resource}"))
+        for name, pool in self.pools.items():
+            if pool.fabric is not None and pool.fabric not in self.platform.fabrics and pool.rdma is None:
+                problems.append((("Pool", name), ("spec", "fabric"),
+                                 f"no fabric {pool.fabric!r} in Platform.spec.fabrics and the pool has no rdma "
+                                 "resources to define it",
+                                 f"use one of: {', '.join(sorted(self.platform.fabrics))}, or give the pool rdma "
+                                 "resources"))
         default_tier = self.platform.defaults.priority
-        if default_tier is not None and default_tier not in self.tiers:
-            problems.append((platform_ref, "spec.defaults.priority", f"no PriorityTier named {default_tier!r}"))
+        if default_tier is not None and missing("PriorityTier", default_tier, self.tiers):
+            problems.append((platform_ref, ("spec", "defaults", "priority"), f"no PriorityTier named {default_tier!r}",
+                             instead("PriorityTier", default_tier, self.tiers)))
         default_ckpt = self.platform.defaults.checkpoint
-        if default_ckpt != "none" and default_ckpt not in self.checkpoints:
-            problems.append((platform_ref, "spec.defaults.checkpoint", f"no CheckpointClass named {default_ckpt!r}"))
+        if default_ckpt != "none" and missing("CheckpointClass", default_ckpt, self.checkpoints):
+            problems.append((platform_ref, ("spec", "defaults", "checkpoint"),
+                             f"no CheckpointClass named {default_ckpt!r}",
+                             instead("CheckpointClass", default_ckpt, self.checkpoints) + " (or none)"))
         for name, quota in self.quotas.items():
-            for pool in quota.allowedPools or []:
-                if pool not in self.pools:
-                    problems.append((self._ref("Quota", name), "spec.allowedPools", f"no Pool named {pool!r}"))
-            for tier in quota.allowedPriorities or []:
-                if tier not in self.tiers:
-                    problems.append((self._ref("Quota", name), "spec.allowedPriorities",
-                                     f"no PriorityTier named {tier!r}"))
+            for i, pool in enumerate(quota.allowedPools or []):
+                if missing("Pool", pool, self.pools):
+                    problems.append((("Quota", name), ("spec", "allowedPools", i), f"no Pool named {pool!r}",
+                                     instead("Pool", pool, self.pools)))
+            for i, tier in enumerate(quota.allowedPriorities or []):
+                if missing("PriorityTier", tier, self.tiers):
+                    problems.append((("Quota", name), ("spec", "allowedPriorities", i),
+                                     f"no PriorityTier named {tier!r}", instead("PriorityTier", tier, self.tiers)))
         return problems
 
     # ---- request-time look-ups -------------------------------------------------------------

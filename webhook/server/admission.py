@@ -86,7 +86,7 @@ def parse_review(body: bytes) -> Review:
     return review
 
 
-def response(uid: str, allowed: bool, *, patch: list[dict] | None = None, message: str = "",
+def response(uid: str, allowed: bool, *, patch: list[dict] | str | None = None, message: str = "",
              code: int | None = None, reason: str = "", warnings: list[str] | None = None) -> dict:
     resp: dict[str, Any] = {"uid": uid, "allowed": allowed}
     if not allowed:
@@ -95,7 +95,8 @@ def response(uid: str, allowed: bool, *, patch: list[dict] | None = None, messag
         resp["status"] = {"code": 200, "message": message}
     if patch:
         resp["patchType"] = "JSONPatch"
-        resp["patch"] = base64.b64encode(json.dumps(patch, separators=(",", ":")).encode()).decode()
+        serialized = patch if isinstance(patch, str) else json.dumps(patch, separators=(",", ":"))
+        resp["patch"] = base64.b64encode(serialized.encode()).decode()
     if warnings:
         resp["warnings"] = warnings
     return {"apiVersion": API_VERSION, "kind": "AdmissionReview", "response": resp}
@@ -111,4 +112,5 @@ def decision_response(uid: str, decision: Decision, with_patch: bool) -> dict:
     warnings = [_warning_text(v) for v in decision.warnings][:20]
     if not decision.allowed:
         return response(uid, False, message=decision.denial_message(), warnings=warnings)
-    return response(uid, True, patch=decision.patch if with_patch else None, warnings=warnings)
+    patch = (decision.patch_json if decision.patch_json not in (None, "[]") else decision.patch) if with_patch else None
+    return response(uid, True, patch=patch, warnings=warnings)

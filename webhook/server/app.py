@@ -107,7 +107,7 @@ def create_app(config: ServerConfig | None = None) -> Flask:
             metrics.BAD_REQUESTS.labels(webhook, str(exc.status)).inc()
             emit("bad_request", webhook=webhook, code=exc.status, error=exc.message)
             return _json({"error": exc.message}, exc.status)
-        policy = policies.current  # one generation for this whole response
+        policy, memo = policies.current, policies.memo  # one generation for this whole response
         kind = str(review.kind.get("kind") or "")
         decision = None
         rules: list[str] = []
@@ -122,7 +122,8 @@ def create_app(config: ServerConfig | None = None) -> Flask:
             req = Request(review.obj, operation=review.operation, old=review.old, namespace=review.namespace,
                           user=review.user, dry_run=review.dry_run, phase=webhook)
             try:
-                decision = decide(policy, req, cluster)
+                decision = memo.decide(req, cluster) if memo is not None and memo.policy is policy else \
+                    decide(policy, req, cluster)
             except Exception as exc:
                 frame = traceback.extract_tb(exc.__traceback__)[-1]
                 emit("engine_error", uid=review.uid, webhook=webhook, error=repr(exc),

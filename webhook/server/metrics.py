@@ -25,6 +25,11 @@ POLICY_RELOAD_FAILURES = Counter("trainadmit_policy_reload_failures_total",
 CERT_EXPIRY = Gauge("trainadmit_certificate_expiry_timestamp_seconds", "notAfter of the serving certificate",
                     multiprocess_mode="max")
 CERT_RELOADS = Counter("trainadmit_certificate_reloads_total", "Serving certificate reloads")
+PREFLIGHT_FAILURES = Counter("trainadmit_preflight_failures_total",
+                             "Preflight runs that failed, by pool, node and check", ("pool", "node", "check"))
+PREFLIGHT_READY = Histogram("trainadmit_preflight_ready_seconds",
+                            "Time from a workload's creation to every one of its workers passing the preflight",
+                            ("pool",), buckets=(5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200))
 
 
 def render() -> bytes:

@@ -21,6 +21,7 @@ from pathlib import Path
 from cryptography import x509
 
 from ..engine import load_policy
+from ..engine.memo import Memo
 from ..policy import PolicyError, PolicySet
 from ..policy.loader import policy_files
 
@@ -51,6 +52,8 @@ class PolicyStore:
     def __init__(self, directory: str | Path):
         self.directory = Path(directory)
         self.current: PolicySet | None = None
+        # remembered decisions of the current generation (replaced with it, never shared across two)
+        self.memo: Memo | None = None
         self.last_error: str | None = None
         self._fp: tuple | None = None
         self._lock = threading.Lock()
@@ -82,6 +85,7 @@ class PolicyStore:
             if self.current is not None and policy.generation == self.current.generation:
                 return False
             previous = self.current
+            self.memo = Memo(policy)
             self.current = policy
             self.last_error = None
             metrics.POLICY_RELOADS.inc()

@@ -18,6 +18,7 @@ from ...policy.compiled import CompiledRule
 from ...policy.vocab import Action
 from ..concern import Concern, RuleId
 from ..context import Context
+from ..paths import get_path
 from ..workloads import Workload
 
 
@@ -41,6 +42,13 @@ def _without_managed_fields(obj: dict | None, rules: tuple[CompiledRule, ...]) -
     return {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
 
 
+def _largest(rule: CompiledRule, obj: dict, old: dict | None) -> int:
+    """The largest collection a rule's comprehensions could iterate: in the subtrees it reads."""
+    if rule.reads is None:
+        return max(largest_collection(obj), largest_collection(old) if old else 0)
+    return max((largest_collection(get_path(obj, path)) for path in rule.reads), default=0)
+
+
 def validate(ctx: Context, view: Workload) -> None:
     rules = ctx.policy.compiled_rules
     if not rules:
@@ -57,7 +65,6 @@ def validate(ctx: Context, view: Workload) -> None:
                              "kind": view.kind}},
         "params": {},
     }
-    largest = None
     activations: dict[int, object] = {}  # one CEL activation per distinct params object
     for rule in rules:
         spec = rule.spec
@@ -65,8 +72,7 @@ def validate(ctx: Context, view: Workload) -> None:
             continue
         if spec.namespaces is not None and not any(fnmatch.fnmatchcase(namespace or "", p) for p in spec.namespaces):
             continue
-        if largest is None and rule.needs_size:
-            largest = max(largest_collection(view.obj), largest_collection(old) if old else 0)
+        largest = _largest(rule, view.obj, old) if rule.needs_size else 0
         act = activations.get(id(spec.params))
         if act is None:
             act = activations[id(spec.params)] = activation({**data, "params": spec.params})

@@ -1,14 +1,22 @@
-"""Gang membership: one backend per workload, minimum size = pods that run at once (parallelism).
+"""Gang membership: one backend per workload, one gang per training job, whatever submitted it.
 
-Exact keys per backend come from shared/reference/gang.md:
-- native (1.37) job-scheduling: ``Job.spec.scheduling.schedulingPolicy.gang.minCount``; the Job
-  controller (gate WorkloadWithJob) then builds the Workload and PodGroup itself.
-- native pod-group: ``pod.spec.schedulingGroup.podGroupName`` plus a ``scheduling.k8s.io/v1beta1``
-  PodGroup that trainadmit's reconciler creates (never admission: the Job may still be rejected).
-- coscheduling: label ``scheduling.x-k8s.io/pod-group`` + schedulerName + a PodGroup (reconciler).
-- volcano: Job annotation ``scheduling.volcano.sh/group-min-member`` (Volcano's pg-controller reads it
-  from the owner and builds the PodGroup), queue annotation, schedulerName ``volcano``.
-- kueue: Job label ``kueue.x-k8s.io/queue-name`` and ``suspend: true`` (Kueue admits all pods at once).
+The workload's adapter says how its kind joins the policy's backend (``GangMethod``); exact keys per
+backend come from shared/reference/gang.md and fixtures/operators/README.md:
+
+- batch/v1 Job (``job``): native 1.37 ``Job.spec.scheduling.schedulingPolicy.gang.minCount`` (the Job
+  controller builds Workload + PodGroup) or, in ``pod-group`` mode, ``schedulingGroup`` plus a
+  PodGroup from trainadmit's reconciler; coscheduling label ``scheduling.x-k8s.io/pod-group`` +
+  schedulerName + PodGroup (reconciler); Volcano's ``scheduling.volcano.sh/group-min-member`` on the
+  Job (Volcano's pg-controller builds the PodGroup); Kueue's queue label and ``suspend: true``.
+- ``templates`` (JobSet, and native gangs of PyTorchJob, MPIJob v1, RayCluster, RayJob): the backend's
+  key on every gang template, and one PodGroup for the whole workload from the reconciler.
+- ``fields``: the keys the kind's operator reads on the custom resource (minimum, queue, priority).
+- ``kueue``: the queue label and the kind's suspend flag.
+
+Minimum size: the Pods the kind's operator counts in a gang (a Job's ``parallelism``, every replica of
+a PyTorchJob, one LeaderWorkerSet group…). A workload that already carries another gang mechanism
+(another backend's keys, a scheduler with its own gangs such as sakkara, JobSet exclusive placement)
+gets no second gang and none of the gang-shape rules.
 """
 
 from __future__ import annotations
@@ -19,23 +27,24 @@ from ...policy.vocab import Action, Enforceable, GangBackend
 from ..concern import Concern, rule
 from ..context import Context
 from ..decision import Source
-from ..paths import field_path, get_path
-from ..workloads import Workload, job
+from ..paths import Path, field_path, get_path
+from ..workloads import GangFields, GangMethod, PodTemplate, Workload, job
 
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+LEGACY_POD_GROUP_LABEL = "pod-group.scheduling.sigs.k8s.io"
 VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 VOLCANO_MIN_MEMBER = "scheduling.volcano.sh/group-min-member"
 VOLCANO_QUEUE = "scheduling.volcano.sh/queue-name"
 KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
 KUEUE_POD_GROUP = "kueue.x-k8s.io/pod-group-name"
-JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
+SAKKARA_GROUP = "sakkara.group.name"
 JOBSET_EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 
 COMPLETION_MODE = rule("gang.completion-mode", Action.deny, "a gang Job that is not completionMode: Indexed")
 PARALLELISM_COMPLETIONS = rule("gang.parallelism-completions", Action.deny,
                                "a gang Job whose parallelism differs from its completions")
 NAME_REQUIRED = rule("gang.name-required", Action.deny,
-                     "a generateName Job on a backend that names its PodGroup after the Job")
+                     "a generateName workload on a backend that names its PodGroup after the workload")
 FOREIGN_BACKEND = rule("gang.foreign-backend", Action.warn,
                        "the object already carries another gang mechanism, so trainadmit adds none")
 CLUSTER_SUPPORT = rule("gang.cluster-support", Action.warn,
@@ -43,35 +52,49 @@ CLUSTER_SUPPORT = rule("gang.cluster-support", Action.warn,
 MEMBERSHIP_LOST = rule("gang.membership-lost", Action.deny,
                        "/validate: the gang trainadmit injected is gone from the object about to be stored")
 POD_LEVEL = rule("gang.pod-level", Action.warn, "gang intent on a bare Pod, whose gang size is not known")
+UNSUPPORTED = rule("gang.unsupported", Action.warn,
+                   "the workload's kind cannot join the policy's gang backend (the message says why)")
 
 
-def existing_backends(ctx: Context) -> set[str]:
-    """Which gang mechanisms the object already carries (ours from a previous pass, or another's)."""
+# ---- what the object already carries -----------------------------------------------------------
+
+def present_backends(ctx: Context) -> dict[str, str]:
+    """The gang mechanisms the object already carries (ours from a previous pass, or another's):
+    backend id -> where it was seen."""
     w = ctx.current
-    t = w.templates[0]
-    found = set()
-    if get_path(w.obj, ("spec", "scheduling")) is not None and w.is_batch_job:
-        found.add("native/job-scheduling")
-    if t.pod_spec.get("schedulingGroup") or t.pod_spec.get("workloadRef"):
-        found.add("native/pod-group")
-    if POD_GROUP_LABEL in (t.pod_meta.get("labels") or {}):
-        found.add("coscheduling")
-    pod_ann = t.pod_meta.get("annotations") or {}
-    if VOLCANO_GROUP_ANNOTATION in pod_ann or VOLCANO_MIN_MEMBER in w.annotations:
-        found.add("volcano")
-    if KUEUE_QUEUE in w.labels or KUEUE_POD_GROUP in w.labels:
-        found.add("kueue")
+    found: dict[str, str] = {}
+    if w.is_batch_job and get_path(w.obj, ("spec", "scheduling")) is not None:
+        found["native/job-scheduling"] = "spec.scheduling"
+    if VOLCANO_MIN_MEMBER in w.annotations:
+        found["volcano"] = f'metadata.annotations["{VOLCANO_MIN_MEMBER}"]'
+    if KUEUE_QUEUE in w.labels:
+        found["kueue"] = f'metadata.labels["{KUEUE_QUEUE}"]'
+    if JOBSET_EXCLUSIVE in w.annotations:
+        found["jobset-exclusive"] = f'metadata.annotations["{JOBSET_EXCLUSIVE}"]'
+    for t in w.templates:
+        labels, annotations = t.pod_meta.get("labels") or {}, t.pod_meta.get("annotations") or {}
+        where = field_path(t.meta_path)
+        if t.pod_spec.get("schedulingGroup") or t.pod_spec.get("workloadRef"):
+            found.setdefault("native/pod-group", field_path((*t.spec_path, "schedulingGroup")))
+        for key, backend in ((POD_GROUP_LABEL, "coscheduling"), (LEGACY_POD_GROUP_LABEL, "coscheduling"),
+                             (KUEUE_POD_GROUP, "kueue"), (SAKKARA_GROUP, "sakkara")):
+            if isinstance(labels, dict) and key in labels:
+                found.setdefault(backend, f'{where}.labels["{key}"]')
+        for key, backend in ((VOLCANO_GROUP_ANNOTATION, "volcano"), (JOBSET_EXCLUSIVE, "jobset-exclusive")):
+            if isinstance(annotations, dict) and key in annotations:
+                found.setdefault(backend, f'{where}.annotations["{key}"]')
     return found
 
 
 def backend_id(ctx: Context) -> str:
     gang = ctx.policy.platform.gang
     if gang.backend is GangBackend.native:
-        return f"native/{gang.nativeMode}"
+        mode = gang.nativeMode if ctx.workload.is_batch_job else "pod-group"  # custom resources: pod-group
+        return f"native/{mode}"
     return gang.backend.value
 
 
-def keep_or_set(ctx: Context, path: tuple, value: object, source: Source) -> None:
+def keep_or_set(ctx: Context, path: Path, value: object, source: Source) -> None:
     """Set ``value`` when the field is empty; otherwise keep what is there (the user's or ours)."""
     if ctx.patcher.get(path) is None:
         ctx.inject(path, value, "gang", source)
@@ -79,51 +102,230 @@ def keep_or_set(ctx: Context, path: tuple, value: object, source: Source) -> Non
         ctx.satisfied("gang")
 
 
+# ---- mutation ------------------------------------------------------------------------------------
+
 def mutate(ctx: Context) -> None:
     """Inject gang membership and set ``ctx.gang_backend`` to the backend id used (None: no gang)."""
     r, w = ctx.resolved, ctx.workload
     if not r.gang:
         return
-    if not w.is_batch_job:
+    if w.adapter.kind == "Pod" and w.api_version == "v1":
         ctx.report(POD_LEVEL, "metadata", "trainadmit gangs Jobs; a Pod's gang size is not known here",
                    "let the operator that creates these pods form the gang, or submit a batch/v1 Job")
         return
-    exclusive = (w.annotations.get(JOBSET_EXCLUSIVE)
-                 or (w.templates[0].pod_meta.get("annotations") or {}).get(JOBSET_EXCLUSIVE))
-    if exclusive:
-        ctx.report(FOREIGN_BACKEND, f'metadata.annotations["{JOBSET_EXCLUSIVE}"]',
-                   "JobSet exclusive placement admits follower pods only after the leader is scheduled, "
-                   "so an all-pods gang could never reach quorum; no gang was added", "")
-        return
     ours = backend_id(ctx)
-    present = existing_backends(ctx)
-    foreign = sorted(present - {ours})
+    foreign = {b: where for b, where in present_backends(ctx).items() if b != ours}
     if foreign:
-        ctx.report(FOREIGN_BACKEND, "spec.template",
-                   f"this object already carries gang membership for {', '.join(foreign)}; "
-                   f"trainadmit did not add {ours} (one backend per workload)", "")
+        ctx.foreign_gang = ", ".join(sorted(foreign))
+        if "jobset-exclusive" in foreign:
+            message = ("JobSet exclusive placement admits follower pods only after the leader is scheduled, so an "
+                       "all-pods gang could never reach quorum; no gang was added")
+        else:
+            message = (f"this object already carries gang membership for {ctx.foreign_gang}; trainadmit did not "
+                       f"add {ours} (one backend per workload)")
+        ctx.report(FOREIGN_BACKEND, next(iter(foreign.values())), message, "")
         return
     backend = ctx.policy.platform.gang.backend
-    minimum = r.gang_size
-    source = ctx.platform_source("spec", "gang", "backend", note=f"{ours}; minCount = spec.parallelism ({minimum})")
-    if backend is GangBackend.native:
-        _native(ctx, minimum, source)
-    elif backend is GangBackend.coscheduling:
-        _coscheduling(ctx, minimum, source)
-    elif backend is GangBackend.volcano:
-        _volcano(ctx, minimum, source)
+    gang = w.adapter.gang(backend.value)
+    if gang.method is GangMethod.unsupported:
+        ctx.report(UNSUPPORTED, "metadata",
+                   f"{w.kind} cannot join a {ours} gang: {gang.reason}; trainadmit added no gang",
+                   "use a gang backend this kind supports (see the README's operator table) or submit without gang")
+        return
+    size = r.gang_size
+    source = ctx.platform_source("spec", "gang", "backend", note=f"{ours}; minimum = {size} pods")
+    if gang.method is GangMethod.job:
+        _job(ctx, backend, size, source)
+    elif gang.method is GangMethod.templates:
+        if not _templates(ctx, backend, size, source):
+            return
+    elif gang.method is GangMethod.fields:
+        _fields(ctx, gang.fields or GangFields(), size, source)
     else:
         _kueue(ctx, source)
-    _scheduler_name(ctx)
     ctx.gang_backend = ours
     for gap in ctx.policy.gang_gaps:
         ctx.report(CLUSTER_SUPPORT, "spec", gap, "set Platform.spec.featureGates once the cluster has them")
 
 
+def _gang_templates(ctx: Context) -> list[PodTemplate]:
+    return [t for t in ctx.workload.templates if t.in_gang]
+
+
+def _job(ctx: Context, backend: GangBackend, size: int, source: Source) -> None:
+    """A batch/v1 Job's own gang mechanism per backend."""
+    template = ctx.workload.templates[0]
+    if backend is GangBackend.native:
+        if ctx.policy.platform.gang.nativeMode == "job-scheduling":
+            keep_or_set(ctx, ("spec", "scheduling"), _native_spec(ctx, size), source)
+        else:
+            _templates(ctx, backend, size, source)
+    elif backend is GangBackend.coscheduling:
+        _templates(ctx, backend, size, source)
+    elif backend is GangBackend.volcano:
+        keep_or_set(ctx, ("metadata", "annotations", VOLCANO_MIN_MEMBER), str(size), source)
+        _queue(ctx, (*template.meta_path, "annotations", VOLCANO_QUEUE))
+        _scheduler_name(ctx, [template])
+    else:
+        _kueue(ctx, source)
+    _scheduler_name(ctx, [template])  # a platform may name a scheduler for any backend
+
+
+def _native_spec(ctx: Context, size: int) -> dict:
+    """The body of a native gang: Job.spec.scheduling, or a PodGroup's spec."""
+    gang = ctx.policy.platform.gang
+    value: dict = {"schedulingPolicy": {"gang": {"minCount": size}}}
+    topology = _topology_constraint(ctx)
+    if topology:
+        value["schedulingConstraints"] = {"topology": topology}
+    if gang.disruptionMode:
+        value["disruptionMode"] = {gang.disruptionMode: {}}
+    return value
+
+
+def _templates(ctx: Context, backend: GangBackend, size: int, source: Source) -> bool:
+    """The backend's key on every gang template, and one PodGroup for the workload from the reconciler."""
+    name = _need_name(ctx)
+    if name is None:
+        return False
+    r = ctx.resolved
+    templates = _gang_templates(ctx)
+    if backend is GangBackend.native:
+        pg_name = f"{name}-gang"
+        for t in templates:
+            keep_or_set(ctx, (*t.spec_path, "schedulingGroup"), {"podGroupName": pg_name}, source)
+        _companion(ctx, {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": pg_name},
+                         "spec": _native_spec(ctx, size)}, source)
+        return True
+    if backend is GangBackend.coscheduling:
+        for t in templates:
+            keep_or_set(ctx, (*t.meta_path, "labels", POD_GROUP_LABEL), name, source)
+        pg: dict = {"minMember": size}
+        if r.gpu_resource and r.total_gpus:
+            pg["minResources"] = {r.gpu_resource: str(r.total_gpus)}
+        timeout = ctx.policy.platform.gang.scheduleTimeoutSeconds
+        if timeout:
+            pg["scheduleTimeoutSeconds"] = timeout
+        _companion(ctx, {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+                         "metadata": {"name": name}, "spec": pg}, source)
+    else:  # volcano: the Pods name their group; Volcano's own PodGroup, from the reconciler
+        for t in templates:
+            keep_or_set(ctx, (*t.meta_path, "annotations", VOLCANO_GROUP_ANNOTATION), name, source)
+        pg = {"minMember": size, "queue": r.queue or "default"}
+        if r.tier is not None:
+            pg["priorityClassName"] = r.tier[1].className
+        _companion(ctx, {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                         "metadata": {"name": name}, "spec": pg}, source)
+    _scheduler_name(ctx, templates)
+    return True
+
+
+def _fields(ctx: Context, fields: GangFields, size: int, source: Source) -> None:
+    """The keys the kind's operator reads on the custom resource to form its own gang."""
+    r = ctx.resolved
+    if fields.size is not None:
+        keep_or_set(ctx, fields.size, _as_field(fields.size, size), source)
+    if fields.queue is not None:
+        _queue(ctx, fields.queue)
+    if fields.priority is not None and r.tier is not None:
+        path = fields.priority
+        current = ctx.patcher.get(path)
+        wanted = r.tier[1].className
+        if current is None or current == wanted:
+            ctx.inject(path, wanted, "gang", Source("PriorityTier", r.tier[0], ("spec", "className")))
+        else:
+            ctx.conflict(Enforceable.priorityClassName, path, current, wanted)
+    if fields.switch is not None:
+        keep_or_set(ctx, fields.switch[0], fields.switch[1], source)
+    if fields.scheduler_on_templates:
+        _scheduler_name(ctx, _gang_templates(ctx))
+
+
+def _as_field(path: Path, value: int) -> object:
+    """Labels and annotations hold strings; spec fields hold the number."""
+    return str(value) if len(path) >= 2 and path[-2] in ("labels", "annotations") else value
+
+
+def _kueue(ctx: Context, source: Source) -> None:
+    _queue(ctx, ("metadata", "labels", KUEUE_QUEUE))
+    suspend = ctx.workload.adapter.kueue_suspend
+    if suspend is not None:
+        ctx.inject(suspend, True, "gang",
+                   Source(source.kind, source.name, source.field, "kueue; Kueue unsuspends it once quota for all "
+                                                                  "pods is free"))
+
+
+def _queue(ctx: Context, path: Path) -> None:
+    r = ctx.resolved
+    queue = r.queue or "default"
+    current = ctx.patcher.get(path)
+    if r.queue_explicit:
+        source = Source("object", "", ("metadata", "labels", ctx.policy.keys.queue))
+    else:
+        source = ctx.platform_source("spec", "gang", "queue")
+    if current is None or current == queue:
+        ctx.inject(path, queue, "gang", source)
+    else:
+        ctx.conflict(Enforceable.queue, path, current, queue)
+
+
+def _need_name(ctx: Context) -> str | None:
+    name = ctx.workload.name
+    if name is None:
+        kind = ctx.workload.kind
+        ctx.report(NAME_REQUIRED, "metadata.name",
+                   f"backend {backend_id(ctx)} names the PodGroup after the {kind}, and a generateName {kind} has "
+                   "no name when admission runs", "set metadata.name instead of metadata.generateName")
+    return name
+
+
+def _topology_constraint(ctx: Context) -> list[dict] | None:
+    r = ctx.resolved
+    if r.level is None or r.gpu_pods <= 1 or colocation_method(ctx) != "native":
+        return None
+    return [{"key": r.level.nodeLabel}]
+
+
+def _companion(ctx: Context, manifest: dict, source: Source) -> None:
+    """Record the PodGroup on the workload (label for the reconciler's list, annotation with the object)
+    and in the decision. Admission creates nothing: the reconciler does, once the workload exists."""
+    keys = ctx.policy.keys
+    compact = json.dumps(manifest, sort_keys=True, separators=(",", ":"))
+    keep_or_set(ctx, ("metadata", "labels", keys.podgroup), "true", source)
+    keep_or_set(ctx, ("metadata", "annotations", keys.podgroup), compact, source)
+    full = json.loads(compact)
+    full["metadata"].update(namespace=ctx.namespace or "default",
+                            labels={"app.kubernetes.io/managed-by": "trainadmit"})
+    ctx.companions.append(full)
+
+
+def _scheduler_name(ctx: Context, templates: list[PodTemplate]) -> None:
+    wanted = ctx.policy.scheduler_name
+    if not wanted:
+        return
+    if ctx.policy.platform.gang.schedulerName:
+        source = ctx.platform_source("spec", "gang", "schedulerName")
+    else:
+        source = ctx.platform_source("spec", "gang", "backend", note=f"{backend_id(ctx)} schedules with {wanted}")
+    for t in templates:
+        path = (*t.spec_path, "schedulerName")
+        current = ctx.patcher.get(path)
+        if current in (None, "", "default-scheduler", wanted):
+            ctx.inject(path, wanted, "gang", source)
+            continue
+        ctx.conflict(Enforceable.schedulerName, path, current, wanted)
+        if not ctx.enforced(Enforceable.schedulerName):
+            ctx.report(FOREIGN_BACKEND, field_path(path),
+                       f"schedulerName {current!r} is kept as you set it, but the {backend_id(ctx)} gang needs "
+                       f"{wanted!r}; the gang will not form under another scheduler", f"set schedulerName: {wanted}")
+
+
+# ---- validation ----------------------------------------------------------------------------------
+
 def validate(ctx: Context, view: Workload) -> None:
     """A gang Job runs all ranks at once, each with a stable rank: Indexed, parallelism = completions."""
     r = ctx.resolved
-    if not (r.gang and view.is_batch_job):
+    if not (r.gang and view.is_batch_job) or ctx.foreign_gang:
         return
     mode, parallel, done = job.completion_mode(view.obj), job.parallelism(view.obj), job.completions(view.obj)
     if mode != "Indexed":
@@ -136,127 +338,6 @@ def validate(ctx: Context, view: Workload) -> None:
                    "a gang runs all ranks at once", f"set spec.completions: {parallel}")
 
 
-def _need_name(ctx: Context, what: str) -> str | None:
-    name = ctx.workload.name
-    if name is None:
-        ctx.report(NAME_REQUIRED, "metadata.name",
-                   f"backend {backend_id(ctx)} names {what} after the Job, and a generateName Job has no name "
-                   "when admission runs", "set metadata.name instead of metadata.generateName")
-    return name
-
-
-def _topology_constraint(ctx: Context) -> list[dict] | None:
-    r = ctx.resolved
-    if r.level is None or r.gpu_pods <= 1 or colocation_method(ctx) != "native":
-        return None
-    return [{"key": r.level.nodeLabel}]
-
-
-def _native(ctx: Context, minimum: int, source: Source) -> None:
-    gang = ctx.policy.platform.gang
-    w = ctx.workload
-    topology = _topology_constraint(ctx)
-    if gang.nativeMode == "job-scheduling":
-        value: dict = {"schedulingPolicy": {"gang": {"minCount": minimum}}}
-        if topology:
-            value["schedulingConstraints"] = {"topology": topology}
-        if gang.disruptionMode:
-            value["disruptionMode"] = {gang.disruptionMode: {}}
-        keep_or_set(ctx, ("spec", "scheduling"), value, source)
-        return
-    name = _need_name(ctx, "the PodGroup")
-    if name is None:
-        return
-    pg_name = f"{name}-gang"
-    keep_or_set(ctx, (*w.templates[0].spec_path, "schedulingGroup"), {"podGroupName": pg_name}, source)
-    spec: dict = {"schedulingPolicy": {"gang": {"minCount": minimum}}}
-    if topology:
-        spec["schedulingConstraints"] = {"topology": topology}
-    if gang.disruptionMode:
-        spec["disruptionMode"] = {gang.disruptionMode: {}}
-    _companion(ctx, {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": pg_name},
-                     "spec": spec}, source)
-
-
-def _companion(ctx: Context, manifest: dict, source: Source) -> None:
-    """Record the PodGroup on the Job (label for the reconciler's watch, annotation with the object)
-    and in the decision. Admission creates nothing: the reconciler does, once the Job exists."""
-    keys = ctx.policy.keys
-    compact = json.dumps(manifest, sort_keys=True, separators=(",", ":"))
-    keep_or_set(ctx, ("metadata", "labels", keys.podgroup), "true", source)
-    keep_or_set(ctx, ("metadata", "annotations", keys.podgroup), compact, source)
-    full = json.loads(compact)
-    full["metadata"].update(namespace=ctx.namespace or "default",
-                            labels={"app.kubernetes.io/managed-by": "trainadmit"})
-    ctx.companions.append(full)
-
-
-def _coscheduling(ctx: Context, minimum: int, source: Source) -> None:
-    w, r = ctx.workload, ctx.resolved
-    name = _need_name(ctx, "the PodGroup")
-    if name is None:
-        return
-    keep_or_set(ctx, (*w.templates[0].meta_path, "labels", POD_GROUP_LABEL), name, source)
-    pg: dict = {"minMember": minimum}
-    if r.gpu_resource and r.total_gpus:
-        pg["minResources"] = {r.gpu_resource: str(r.total_gpus)}
-    timeout = ctx.policy.platform.gang.scheduleTimeoutSeconds
-    if timeout:
-        pg["scheduleTimeoutSeconds"] = timeout
-    _companion(ctx, {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup", "metadata": {"name": name},
-                     "spec": pg}, source)
-
-
-def _volcano(ctx: Context, minimum: int, source: Source) -> None:
-    w, r = ctx.workload, ctx.resolved
-    keep_or_set(ctx, ("metadata", "annotations", VOLCANO_MIN_MEMBER), str(minimum), source)
-    _queue(ctx, (*w.templates[0].meta_path, "annotations", VOLCANO_QUEUE), r.queue or "default")
-
-
-def _kueue(ctx: Context, source: Source) -> None:
-    w, r = ctx.workload, ctx.resolved
-    if JOBSET_NAME in w.labels:
-        # Kueue manages JobSets as a whole; a queue label on a child Job would split the workload.
-        return
-    _queue(ctx, ("metadata", "labels", KUEUE_QUEUE), r.queue or "default")
-    ctx.inject(("spec", "suspend"), True, "gang",
-               Source(source.kind, source.name, source.field, "kueue; Kueue unsuspends the Job once quota for all "
-                                                             "pods is free"))
-
-
-def _queue(ctx: Context, path: tuple, queue: str) -> None:
-    current = ctx.patcher.get(path)
-    if ctx.resolved.queue_explicit:
-        source = Source("object", "", ("metadata", "labels", ctx.policy.keys.queue))
-    else:
-        source = ctx.platform_source("spec", "gang", "queue")
-    if current is None or current == queue:
-        ctx.inject(path, queue, "gang", source)
-    else:
-        ctx.conflict(Enforceable.queue, path, current, queue)
-
-
-def _scheduler_name(ctx: Context) -> None:
-    wanted = ctx.policy.scheduler_name
-    if not wanted:
-        return
-    w = ctx.workload
-    path = (*w.templates[0].spec_path, "schedulerName")
-    current = ctx.patcher.get(path)
-    if current in (None, "", "default-scheduler", wanted):
-        if ctx.policy.platform.gang.schedulerName:
-            source = ctx.platform_source("spec", "gang", "schedulerName")
-        else:
-            source = ctx.platform_source("spec", "gang", "backend", note=f"{backend_id(ctx)} schedules with {wanted}")
-        ctx.inject(path, wanted, "gang", source)
-    else:
-        ctx.conflict(Enforceable.schedulerName, path, current, wanted)
-        if not ctx.enforced(Enforceable.schedulerName):
-            ctx.report(FOREIGN_BACKEND, field_path(path),
-                       f"schedulerName {current!r} is kept as you set it, but the {backend_id(ctx)} gang needs "
-                       f"{wanted!r}; the gang will not form under another scheduler", f"set schedulerName: {wanted}")
-
-
 def colocation_method(ctx: Context) -> str:
     gang = ctx.policy.platform.gang
     if gang.topologyMethod != "auto":
@@ -265,4 +346,5 @@ def colocation_method(ctx: Context) -> str:
 
 
 CONCERN = Concern("gang", rules=(COMPLETION_MODE, PARALLELISM_COMPLETIONS, NAME_REQUIRED, FOREIGN_BACKEND,
-                                 CLUSTER_SUPPORT, MEMBERSHIP_LOST, POD_LEVEL), mutate=mutate, validate=validate)
+                                 CLUSTER_SUPPORT, MEMBERSHIP_LOST, POD_LEVEL, UNSUPPORTED),
+                  mutate=mutate, validate=validate)

@@ -1,4 +1,5 @@
-"""Priority: the tier's PriorityClass (and, for Kueue, its WorkloadPriorityClass label).
+"""Priority: the tier's PriorityClass on every template (and, for a workload Kueue manages, its
+WorkloadPriorityClass label). A TrainJob's runtime patches cannot carry a PriorityClass.
 
 A bare Pod reaches webhooks after the Priority admission plugin already resolved
 ``spec.priority`` from the class it had (0 for none), and nothing resolves it again. So for Pods
@@ -12,6 +13,7 @@ from ...policy.vocab import Enforceable, GangBackend
 from ..concern import Concern
 from ..context import Context
 from ..decision import Source
+from ..workloads import GangMethod
 
 KUEUE_PRIORITY = "kueue.x-k8s.io/priority-class"
 
@@ -21,7 +23,7 @@ def mutate(ctx: Context) -> None:
     if r.tier is None or not r.gpu_resource:
         return
     name, tier = r.tier
-    for template in w.templates:  # the whole job runs at one priority (operators read it per template)
+    for template in w.templates if w.adapter.template_priority else ():  # one priority for the whole job
         path = (*template.spec_path, "priorityClassName")
         current = ctx.patcher.get(path)
         if current is None or current == "" or current == tier.className:
@@ -33,8 +35,8 @@ def mutate(ctx: Context) -> None:
                            Source("PriorityTier", name, ("spec", "preemptionPolicy")))
         else:
             ctx.conflict(Enforceable.priorityClassName, path, current, tier.className)
-    if (ctx.policy.platform.gang.backend is GangBackend.kueue and tier.kueuePriorityClass and w.is_batch_job
-            and "jobset.sigs.k8s.io/jobset-name" not in w.labels):
+    kueue = w.adapter.gang(GangBackend.kueue.value).method in (GangMethod.job, GangMethod.kueue)
+    if ctx.policy.platform.gang.backend is GangBackend.kueue and tier.kueuePriorityClass and kueue:
         label = ("metadata", "labels", KUEUE_PRIORITY)
         if ctx.patcher.get(label):
             ctx.satisfied("priority")

@@ -8,6 +8,7 @@ without an RDMA fabric are refused: no node of the pool could ever satisfy them.
 
 from __future__ import annotations
 
+from ...grammars.quantity import as_count
 from ...policy.vocab import Action, Enforceable
 from ..concern import Concern, rule
 from ..context import Context
@@ -36,9 +37,9 @@ def _inject(ctx: Context, rdma, template: PodTemplate) -> None:
             for section in ("limits", "requests"):
                 path = (*base, "resources", section, resource)
                 current = ctx.patcher.get(path)
-                if current is None:
-                    ctx.inject(path, str(count), "rdma", source)
-                elif str(current) == str(count):
+                if current is None:  # as the policy declares it (1 or "1"): the apiserver canonicalizes both
+                    ctx.inject(path, count, "rdma", source)
+                elif as_count(current) == as_count(count):
                     ctx.satisfied("rdma")
         if rdma.ipcLock:
             caps_path = (*base, "securityContext", "capabilities", "add")

@@ -7,17 +7,18 @@ Both are cheaper to refuse at submission than to discover after hours in a queue
 
 from __future__ import annotations
 
+import hashlib
 from math import ceil
 
 from ...policy.vocab import Action
 from ..concern import Concern, rule
 from ..context import Context
+from ..decision import Source
 from ..paths import field_path
 from ..workloads import PodTemplate, Workload
 from .gang import colocation_method
 
 KUEUE_REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
-JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 
 WHOLE_NODE = rule("topology.whole-node", Action.deny,
                   "a multi-pod Job whose GPUs per pod differ from the pool's per node")
@@ -33,8 +34,8 @@ def mutate(ctx: Context) -> None:
     the native gang's topology constraint (written by the gang concern), Kueue's TAS annotation, or
     a required pod affinity on the level's node label with the Job's own pods (the first pod of a
     group that matches its own term is schedulable, so the gang can start)."""
-    r, w = ctx.resolved, ctx.workload
-    if r.level is None or r.gpu_pods <= 1 or not w.is_batch_job:
+    r = ctx.resolved
+    if r.level is None or r.gpu_pods <= 1:
         return
     method = colocation_method(ctx)
     index = next(i for i, lv in enumerate(r.pool.topology.levels) if lv.name == r.level_name)  # type: ignore[union-attr]
@@ -47,25 +48,49 @@ def mutate(ctx: Context) -> None:
             else:
                 ctx.satisfied("topology")
     elif method == "podAffinity":
-        if w.name is None:
-            ctx.report(COLOCATION_UNAVAILABLE, "metadata.name",
-                       f"colocation at level {r.level_name} selects the Job's own pods by name, and a "
-                       "generateName Job has no name during admission; workers may spread",
-                       "set metadata.name")
-            return
-        term = {"labelSelector": {"matchLabels": {JOB_NAME_LABEL: w.name}}, "topologyKey": r.level.nodeLabel}
-        for template in ctx.pool_templates:
-            path = (*template.spec_path, "affinity", "podAffinity", "requiredDuringSchedulingIgnoredDuringExecution")
-            if term in (ctx.patcher.get(path) or []):
-                ctx.satisfied("topology")
-            else:
-                ctx.inject_extend(path, [(term, source)], "topology")
+        _pod_affinity(ctx, r.level.nodeLabel, source)
     elif method == "native":
         if ctx.policy.platform.gang.backend.value != "native" or not r.gang:
             ctx.report(COLOCATION_UNAVAILABLE, "spec.scheduling",
                        "the native topology constraint needs the native gang backend", "")
         elif ctx.gang_backend is not None:
             ctx.satisfied("topology")  # the gang concern wrote the constraint with the gang
+
+
+def _pod_affinity(ctx: Context, node_label: str, source: Source) -> None:
+    """Required pod affinity of every GPU Pod to the workload's other GPU Pods on the level's node
+    label: the first Pod of a group that matches its own term is schedulable, so the gang can start.
+    The Pods are selected by a label their operator puts on all of them with the workload's name (a
+    Job's ``batch.kubernetes.io/job-name``, a JobSet's ``jobset.sigs.k8s.io/jobset-name``…), or by
+    trainadmit's own workload label when the operator sets none; a LeaderWorkerSet colocates each
+    group on its own (``matchLabelKeys`` on the group index)."""
+    r, w = ctx.resolved, ctx.workload
+    if w.name is None:
+        ctx.report(COLOCATION_UNAVAILABLE, "metadata.name",
+                   f"colocation at level {r.level_name} selects the {w.kind}'s own pods by name, and a generateName "
+                   f"{w.kind} has no name during admission; workers may spread", "set metadata.name")
+        return
+    label = w.adapter.pods_label
+    if label is None:
+        label = ctx.policy.keys.workload
+        for template in ctx.pool_templates:
+            ctx.inject((*template.meta_path, "labels", label), workload_label_value(w.name), "topology", source)
+    term: dict = {"labelSelector": {"matchLabels": {label: workload_label_value(w.name)}}, "topologyKey": node_label}
+    if w.adapter.group_label:
+        term["matchLabelKeys"] = [w.adapter.group_label]
+    for template in ctx.pool_templates:
+        path = (*template.spec_path, "affinity", "podAffinity", "requiredDuringSchedulingIgnoredDuringExecution")
+        if term in (ctx.patcher.get(path) or []):
+            ctx.satisfied("topology")
+        else:
+            ctx.inject_extend(path, [(term, source)], "topology")
+
+
+def workload_label_value(name: str) -> str:
+    """A workload name as a label value (at most 63 characters; longer names keep a stable hash)."""
+    if len(name) <= 63:
+        return name
+    return f"{name[:54].rstrip('.-_')}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
 
 
 def _gpu_path(resource: str, template: PodTemplate) -> str:

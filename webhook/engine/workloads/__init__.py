@@ -1,13 +1,38 @@
-"""Workload adapters: one module per kind, and the lookup from (apiVersion, kind) to its adapter."""
+"""Workload adapters: one module per kind, and the lookup from (apiVersion, kind) to its adapter.
+
+Adding a kind is one module (its templates, Pod counts, gang per backend, child labels) plus its
+line below and its tests; the engine, the webhook configuration test and the README's operator table
+read this list."""
 
 from __future__ import annotations
 
-from .base import Adapter, ContainerRef, PodTemplate, TemplateSpec, Workload, pod_resource_total, resource_count
+from .base import (
+    Adapter,
+    ContainerRef,
+    Gang,
+    GangFields,
+    GangMethod,
+    PodTemplate,
+    TemplateSpec,
+    Workload,
+    pod_resource_total,
+    resource_count,
+)
 from .job import JobAdapter
+from .jobset import JobSetAdapter
+from .kubeflow import MPIJobV1Adapter, MPIJobV2Adapter, PyTorchJobAdapter
+from .lws import LeaderWorkerSetAdapter
 from .pod import PodAdapter
+from .ray import RayClusterAdapter, RayJobAdapter
+from .trainjob import TrainJobAdapter
+from .volcano import VolcanoJobAdapter
 
-ADAPTERS: tuple[Adapter, ...] = (JobAdapter(), PodAdapter())
+ADAPTERS: tuple[Adapter, ...] = (
+    JobAdapter(), PodAdapter(), PyTorchJobAdapter(), MPIJobV1Adapter(), MPIJobV2Adapter(), RayClusterAdapter(),
+    RayJobAdapter(), VolcanoJobAdapter(), JobSetAdapter(), LeaderWorkerSetAdapter(), TrainJobAdapter(),
+)
 BY_KIND: dict[tuple[str, str], Adapter] = {(v, a.kind): a for a in ADAPTERS for v in a.api_versions}
+HANDLED_KINDS: frozenset[str] = frozenset(a.kind for a in ADAPTERS)
 
 
 def adapter_for(api_version: object, kind: object) -> Adapter | None:
@@ -21,5 +46,6 @@ def workload_of(obj: dict) -> Workload | None:
     return Workload(obj, adapter) if adapter is not None else None
 
 
-__all__ = ["ADAPTERS", "BY_KIND", "Adapter", "ContainerRef", "PodTemplate", "TemplateSpec", "Workload",
-           "adapter_for", "pod_resource_total", "resource_count", "workload_of"]
+__all__ = ["ADAPTERS", "BY_KIND", "HANDLED_KINDS", "Adapter", "ContainerRef", "Gang", "GangFields", "GangMethod",
+           "PodTemplate", "TemplateSpec", "Workload", "adapter_for", "pod_resource_total", "resource_count",
+           "workload_of"]

@@ -14,6 +14,7 @@ the apiserver or the operator applies, so both paths reach the same decision.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from functools import cached_property
 from typing import Any
 
@@ -120,6 +121,49 @@ def count(value: Any, default: int) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else default
 
 
+class GangMethod(StrEnum):
+    """How a workload of a kind joins a gang under one backend.
+
+    - ``job``: a batch/v1 Job's own mechanism (the engine's Job logic).
+    - ``templates``: trainadmit writes the backend's keys on every gang template and its reconciler
+      creates the PodGroup, owned by the workload, once it exists (the operator forms no gang).
+    - ``fields``: trainadmit writes the keys the operator itself reads on the custom resource
+      (minimum size, queue, priority, the switch that turns its gang on); the operator and the
+      backend do the rest. It needs the operator configured for that backend (a flag trainadmit
+      cannot see): the README lists the flag per kind.
+    - ``kueue``: the queue label and the kind's suspend flag (Kueue admits the whole workload at once).
+    - ``unsupported``: the kind cannot carry this backend's gang; a warning says why.
+    """
+
+    job = "job"
+    templates = "templates"
+    fields = "fields"
+    kueue = "kueue"
+    unsupported = "unsupported"
+
+
+@dataclass(frozen=True)
+class GangFields:
+    """Where a kind's operator reads its gang settings on the custom resource (``fields`` method).
+    Values under labels/annotations are written as strings."""
+
+    size: Path | None = None  # minimum number of Pods
+    queue: Path | None = None
+    priority: Path | None = None  # PriorityClass name
+    switch: tuple[Path, str] | None = None  # a key that turns the operator's gang on, and its value
+    scheduler_on_templates: bool = False  # the operator does not set schedulerName itself
+    reads: str = ""  # for the README: which operator setting makes it act on these fields
+
+
+@dataclass(frozen=True)
+class Gang:
+    """One backend's way for a kind: the method, the CR fields (``fields``), or why not (``unsupported``)."""
+
+    method: GangMethod
+    fields: GangFields | None = None
+    reason: str = ""
+
+
 class Adapter:
     """One workload kind. Subclasses declare the kind and find its templates; the engine asks the rest.
     The base class itself stands for "a kind trainadmit does not handle": no templates.
@@ -133,6 +177,19 @@ class Adapter:
     plural: str = ""
     operator: str = ""  # who creates its Pods, for messages ("the Kubeflow training operator")
     kueue_suspend: Path | None = ("spec", "suspend")
+    # backend name (native, coscheduling, volcano, kueue) -> how this kind joins that backend's gang
+    gangs: dict[str, Gang] = {}
+    # where the pod templates are, as path patterns: "*" any map value, "[]" any list item; the webhook
+    # configuration's matchConditions are generated from them (tests/test_operators.py checks that every
+    # template ``templates()`` finds is an instance of one)
+    template_patterns: tuple[Path, ...] = ()
+    # ResourceRequirements a kind keeps outside its templates (a TrainJob's spec.trainer.resourcesPerNode)
+    resource_patterns: tuple[Path, ...] = ()
+    # a label every Pod of the workload carries, to select them all for topology colocation; None:
+    # trainadmit puts its own workload label on the templates
+    pods_label: str | None = None
+    # gangs are per group of Pods (LeaderWorkerSet): the label whose value differs between groups
+    group_label: str | None = None
 
     @property
     def api_versions(self) -> tuple[str, ...]:
@@ -144,6 +201,36 @@ class Adapter:
     def child_labels(self) -> tuple[str, ...]:
         """Labels this kind's operator puts on the Pods (and child objects) it creates."""
         return ()
+
+    # the templates take a priorityClassName (TrainJob's runtime patches cannot carry one)
+    template_priority: bool = True
+    # the templates take a new init container, such as the preflight (TrainJob's runtime patches can only
+    # change the volume mounts, env and security context of init containers the runtime already has)
+    template_init_containers: bool = True
+
+    def template_view(self, obj: dict, spec: TemplateSpec) -> PodTemplate:
+        """How the engine reads a template (a kind whose Pods are assembled from several places overrides it)."""
+        return PodTemplate(obj, spec)
+
+    def aliases(self, obj: dict) -> list[tuple[Path, Path]]:
+        """Writes under the first path go to the second (a TrainJob's container resources and env live in
+        spec.trainer, not in its runtime patch)."""
+        return []
+
+    def skeleton(self, obj: dict) -> tuple[Path, dict] | None:
+        """(list path, entry) to append before mutating, when the kind's writable template needs one."""
+        return None
+
+    def untemplated_pods(self, obj: dict) -> int:
+        """Pods the operator creates from no template the object holds (its built-in defaults)."""
+        return 0
+
+    def gang_size(self, obj: dict, templates: list[TemplateSpec]) -> int:
+        """Pods the operator counts in one gang (by default every Pod of an in-gang template)."""
+        return sum(t.pods for t in templates if t.in_gang)
+
+    def gang(self, backend: str) -> Gang:
+        return self.gangs.get(backend, Gang(GangMethod.unsupported, reason=f"{self.kind} has no {backend} integration"))
 
 
 class Workload:
@@ -197,7 +284,7 @@ class Workload:
     # ---- templates ----------------------------------------------------------------------------
     @cached_property
     def templates(self) -> list[PodTemplate]:
-        return [PodTemplate(self.obj, spec) for spec in self.adapter.templates(self.obj)]
+        return [self.adapter.template_view(self.obj, spec) for spec in self.adapter.templates(self.obj)]
 
     @cached_property
     def resource_names(self) -> list[str]:
@@ -208,13 +295,13 @@ class Workload:
 
     @property
     def pods(self) -> int:
-        """Pods that run at once across all templates."""
-        return sum(t.pods for t in self.templates)
+        """Pods that run at once across all templates (and any the operator makes from no template)."""
+        return sum(t.pods for t in self.templates) + self.adapter.untemplated_pods(self.obj)
 
-    @property
+    @cached_property
     def gang_size(self) -> int:
-        """Pods the operator counts in the workload's gang."""
-        return sum(t.pods for t in self.templates if t.in_gang)
+        """Pods the operator counts in one gang of the workload."""
+        return self.adapter.gang_size(self.obj, [t.spec for t in self.templates])
 
     @property
     def is_batch_job(self) -> bool:

@@ -7,7 +7,7 @@ Defaults as the apiserver applies them (pkg/apis/batch/v1/defaults.go): parallel
 from __future__ import annotations
 
 from ..paths import as_dict, get_path
-from .base import Adapter, TemplateSpec, count
+from .base import Adapter, Gang, GangMethod, TemplateSpec, count
 
 JOB_TEMPLATE = ("spec", "template")
 
@@ -32,6 +32,9 @@ def completion_mode(obj: dict) -> str:
 class JobAdapter(Adapter):
     group, versions, kind, plural = "batch", ("v1",), "Job", "jobs"
     operator = "the Job controller"
+    gangs = {b: Gang(GangMethod.job) for b in ("native", "coscheduling", "volcano", "kueue")}
+    pods_label = "batch.kubernetes.io/job-name"
+    template_patterns = (JOB_TEMPLATE,)
 
     def templates(self, obj: dict) -> list[TemplateSpec]:
         return [TemplateSpec(JOB_TEMPLATE, "worker", parallelism(obj), True, "spec.template")]

@@ -9,6 +9,7 @@ class PodAdapter(Adapter):
     group, versions, kind, plural = "", ("v1",), "Pod", "pods"
     operator = "the user"
     kueue_suspend = None
+    template_patterns = ((),)
 
     def templates(self, obj: dict) -> list[TemplateSpec]:
         return [TemplateSpec((), "pod", 1, False, "the Pod")]

@@ -1,0 +1,268 @@
+"""Decisions remembered per policy generation, keyed by what the built-in engine actually reads.
+
+A decision costs far more than parsing the request (patch operations, intent resolution, a dozen
+concerns), yet training jobs come in a few shapes: the same pool, intent, container layout and
+settings, with a different name, image, command or run id. ``Memo`` keys a decision by a
+*projection* of the object: the object without what the built-in engine never reads (container
+image, command, args, probes, ports, non-NCCL env values, apiserver bookkeeping such as uid,
+managedFields and status, kubectl's last-applied annotation), with its name replaced by a sentinel.
+
+Correct by construction, not by a list of "fields that matter": on a miss the built-in engine runs
+*on the projection itself*, so its result is a function of the key. The outputs carry the sentinel
+where the name goes (PodGroup names, pod-affinity selectors, messages) and get the real name back on
+every use. Whatever the decision asked the cluster view (pool sizes, domain sizes, quota) is
+recorded with the answers; a hit replays those questions and only counts when every answer is
+unchanged. Custom CEL rules read any field, so they always run, on the real object (mutated, on
+``/mutate``). Objects the memo cannot key safely (no name to substitute cleanly, a name long enough
+to change how labels are derived, a malformed object, anything but CREATE) take the plain path.
+
+``tests/test_memo.py`` checks over generated objects, policies and cluster states that a remembered
+decision equals the one computed from scratch.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from ..grammars.cel import object_reads
+from ..policy import PolicySet
+from .clusterview import ClusterView, NoCluster
+from .concerns import custom
+from .context import Context
+from .decide import decide_builtin, match
+from .decision import Decision, Violation
+from .patch import Patcher
+from .paths import get_path
+from .request import Request
+from .workloads import workload_of
+
+SENTINEL = "trainadmit0memo0name0x"  # a valid object name no real request carries
+MAX_NAME = 50  # longer names change derived label values (hashed to 63 characters): not memoized
+_DROP_METADATA = frozenset({"uid", "resourceVersion", "generation", "creationTimestamp", "managedFields", "selfLink",
+                            "deletionTimestamp", "deletionGracePeriodSeconds"})
+_LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+# fields the built-in engine never reads, wherever they are (containers, and operators' job specs)
+_NEVER_READ = frozenset({"image", "command", "args", "workingDir", "ports", "livenessProbe", "readinessProbe",
+                         "startupProbe", "lifecycle", "terminationMessagePath", "terminationMessagePolicy",
+                         "imagePullPolicy", "stdin", "stdinOnce", "tty", "resizePolicy", "entrypoint",
+                         "runtimeEnvYAML"})
+
+
+def _project(value: Any) -> Any:
+    """A copy without the fields the engine never reads; env values only for NCCL variables."""
+    if type(value) is dict:
+        out = {}
+        for key, item in value.items():
+            if key in _NEVER_READ:
+                continue
+            if key == "env" and type(item) is list:
+                out[key] = [_env(e) for e in item]
+            elif type(item) is dict or type(item) is list:
+                out[key] = _project(item)
+            else:
+                out[key] = item
+        return out
+    if type(value) is list:
+        return [_project(v) if type(v) is dict or type(v) is list else v for v in value]
+    return value
+
+
+def _env(entry: Any) -> Any:
+    """An env entry as the engine reads it: every name, NCCL values, and whether a value comes from a ref."""
+    if type(entry) is not dict:
+        return entry
+    name = entry.get("name")
+    if type(name) is str and name.startswith("NCCL_"):
+        return entry
+    out = {"name": name}
+    if "value" in entry:
+        value = entry["value"]
+        out["value"] = "" if type(value) is str else value  # a wrong type stays: the shape check sees it
+    if "valueFrom" in entry:
+        out["valueFrom"] = {}
+    return out
+
+
+def project(obj: dict) -> dict:
+    """The object as the memo keys it (and as the built-in engine sees it on a miss)."""
+    meta = obj.get("metadata") or {}
+    pmeta = {k: v for k, v in meta.items() if k not in _DROP_METADATA}
+    if "name" in pmeta:
+        pmeta["name"] = SENTINEL
+    annotations = pmeta.get("annotations")
+    if type(annotations) is dict and type(annotations.get(_LAST_APPLIED)) is str:
+        pmeta["annotations"] = {k: v for k, v in annotations.items() if k != _LAST_APPLIED}
+    out = {k: _project(v) if type(v) is dict or type(v) is list else v for k, v in obj.items()
+           if k not in ("metadata", "status")}
+    out["metadata"] = _project(pmeta)
+    return out
+
+
+class _Recorder:
+    """A cluster view that remembers the questions asked and the answers given."""
+
+    def __init__(self, view: ClusterView):
+        self._view = view
+        self.calls: list[tuple[str, tuple, Any]] = []
+
+    def __getattr__(self, name: str):
+        attr = getattr(self._view, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args):
+            answer = attr(*args)
+            self.calls.append((name, args, answer))
+            return answer
+        return call
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """A decision of the built-in engine on a projection, with the name as the sentinel."""
+
+    matched: bool
+    reason: str
+    violations: tuple[tuple[str, str, str, str, str], ...]  # (rule, action, path, message, hint)
+    patch_json: str
+    cluster_calls: tuple[tuple[str, tuple, Any], ...]
+
+    def still_holds(self, cluster: ClusterView) -> bool:
+        return all(getattr(cluster, name)(*args) == answer for name, args, answer in self.cluster_calls)
+
+
+class Memo:
+    """Remembered decisions of one policy generation. Safe to share between threads without a lock
+    (a dict's get and set are atomic); bounded: a full table starts over, which costs one miss per shape."""
+
+    def __init__(self, policy: PolicySet, size: int = 4096):
+        self.policy = policy
+        self.size = size
+        self._entries: dict[str, _Entry] = {}
+        self._cel: dict[tuple[str, str], tuple[Violation, ...]] = {}
+        self._reads = object_reads([p.source for rule in policy.compiled_rules for p in rule.programs])
+        self.hits = self.misses = self.bypassed = 0
+
+    def decide(self, request: Request, cluster: ClusterView | None = None) -> Decision:
+        """Equal to ``decide(policy, request, cluster)`` for what a webhook answers (allowed, every
+        violation, the patch): ``Decision.patch_json`` is set, ``mutated`` and ``injections`` are not."""
+        from .decide import decide
+
+        policy, cluster = self.policy, cluster or NoCluster()
+        obj, namespace = request.obj, _namespace(request)
+        meta = obj.get("metadata") if isinstance(obj, dict) else None
+        name = meta.get("name") if isinstance(meta, dict) else None
+        if request.operation != "CREATE" or not isinstance(meta, dict) or not _nameable(name):
+            self.bypassed += 1
+            return decide(policy, request, cluster)
+        projected = project(obj)
+        exempt, _ = match(policy, {}, None, request.user)  # only the user part: exemptUsers / exemptGroups
+        key = json.dumps([request.phase, namespace, exempt is None and bool(request.user), projected],
+                         separators=(",", ":"), default=str)
+        if name is not None and SENTINEL in key.replace(f'"name":"{SENTINEL}"', "", 1):
+            self.bypassed += 1
+            return decide(policy, request, cluster)
+        entry = self._entries.get(key)
+        if entry is None or not entry.still_holds(cluster):
+            self.misses += 1
+            entry = self._compute(request, projected, namespace, cluster)
+            self._remember(self._entries, key, entry)
+        else:
+            self.hits += 1
+        decision = self._instantiate(entry, request, name)
+        if entry.matched and policy.compiled_rules:
+            decision.violations.extend(self._custom_rules(key, request, decision.patch_json or "[]", namespace,
+                                                          cluster))
+        return decision
+
+    def _remember(self, table: dict, key: Any, value: Any) -> None:
+        if len(table) >= self.size:
+            table.clear()
+        table[key] = value
+
+    def _compute(self, request: Request, projected: dict, namespace: str | None, cluster: ClusterView) -> _Entry:
+        recorder = _Recorder(cluster)
+        d = decide_builtin(self.policy, Request(projected, request.operation, request.old, namespace, request.user,
+                                                request.dry_run, request.phase), recorder)  # type: ignore[arg-type]
+        violations = tuple((v.rule, v.action.value, v.path, v.message, v.hint) for v in d.violations)
+        return _Entry(d.matched, d.reason, violations, json.dumps(d.patch, separators=(",", ":")),
+                      tuple(recorder.calls))
+
+    def _instantiate(self, entry: _Entry, request: Request, name: str | None) -> Decision:
+        from ..policy.vocab import Action
+
+        if name is not None:
+            def sub(text: str) -> str:
+                return text.replace(SENTINEL, name)
+        else:
+            def sub(text: str) -> str:
+                return text
+        violations = [Violation(r, Action(a), sub(p), sub(m), sub(h)) for r, a, p, m, h in entry.violations]
+        decision = Decision(matched=entry.matched, reason=sub(entry.reason), violations=violations,
+                            generation=self.policy.generation)
+        decision.patch_json = sub(entry.patch_json) if request.phase != "validate" else "[]"
+        return decision
+
+    def _custom_rules(self, key: str, request: Request, patch_json: str, namespace: str | None,
+                      cluster: ClusterView) -> list[Violation]:
+        """CEL rules see the object as it will be stored: the real object, mutated on /mutate. Their
+        result depends on the memo key (which fixes the patch) and on the real values of the paths their
+        expressions name (``reads``), so it is remembered under both."""
+        reads = self._reads
+        cel_key = None
+        if reads is not None:
+            parts = [get_path(request.obj, path, None) for path in reads[0]]
+            if reads[1]:
+                fields = {"operation": request.operation, "namespace": namespace, "userInfo": request.user,
+                          "dryRun": request.dry_run, "name": (request.obj.get("metadata") or {}).get("name")}
+                # request.kind is the object's kind, already in the memo key
+                parts.append([fields if f == "*" else fields.get(f) for f in reads[1] if f != "kind"])
+            cel_key = (key, json.dumps(parts, separators=(",", ":"), default=str))
+            found = self._cel.get(cel_key)
+            if found is not None:
+                return list(found)
+        obj = request.obj
+        if request.phase != "validate":
+            patcher = Patcher(obj)
+            for op in json.loads(patch_json):
+                _replay(patcher, op)
+            obj = patcher.doc
+        workload = workload_of(obj)
+        ctx = Context(self.policy, cluster, request, workload, Patcher(obj), namespace=namespace or "default")
+        custom.validate(ctx, workload)
+        if cel_key is not None:
+            self._remember(self._cel, cel_key, tuple(ctx.violations))
+        return ctx.violations
+
+
+def _namespace(request: Request) -> str | None:
+    obj = request.obj
+    if isinstance(obj, dict) and isinstance(obj.get("metadata"), dict):
+        own = obj["metadata"].get("namespace")
+        if isinstance(own, str) and own:
+            return own
+    return request.namespace
+
+
+def _nameable(name: Any) -> bool:
+    return name is None or (isinstance(name, str) and 0 < len(name) <= MAX_NAME and SENTINEL not in name)
+
+
+def _replay(patcher: Patcher, op: dict) -> None:
+    """Apply one operation of a patch the engine produced (add/replace on maps, append to lists)."""
+    tokens = [t.replace("~1", "/").replace("~0", "~") for t in op["path"].split("/")[1:]]
+    append = tokens and tokens[-1] == "-"
+    if append:
+        tokens.pop()
+    path: list[str | int] = []
+    cur: Any = patcher.doc
+    for token in tokens:  # list indices are numbers in a path, keys otherwise
+        part: str | int = int(token) if type(cur) is list else token
+        path.append(part)
+        cur = cur[part] if type(cur) is list else (cur.get(part) if type(cur) is dict else None)
+    if append:
+        patcher.append(tuple(path), op["value"])
+    else:
+        patcher.set(tuple(path), op["value"])

@@ -1,0 +1,39 @@
+"""JobSet (jobset.x-k8s.io/v1alpha2): replicated batch Jobs that make one training job.
+
+Templates: ``spec.replicatedJobs[].template.spec.template``; each replicated Job yields
+``replicas`` (default 1) Jobs of ``parallelism`` (default 1) Pods at once. JobSet creates no PodGroup,
+so trainadmit gangs the whole JobSet itself (one gang of every Pod, not one per child Job): the
+backend's keys on every template and a PodGroup from its reconciler. The 1.37 ``Job.spec.scheduling``
+cannot be used: the JobSet CRD's Job spec predates it and prunes it. Kueue queues a JobSet through its
+label and ``spec.suspend``.
+"""
+
+from __future__ import annotations
+
+from ..paths import as_list, get_path
+from .base import Adapter, Gang, GangMethod, TemplateSpec, count
+
+JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
+
+
+class JobSetAdapter(Adapter):
+    group, versions, kind, plural = "jobset.x-k8s.io", ("v1alpha2",), "JobSet", "jobsets"
+    operator = "the JobSet controller"
+    gangs = {"native": Gang(GangMethod.templates), "coscheduling": Gang(GangMethod.templates),
+             "volcano": Gang(GangMethod.templates), "kueue": Gang(GangMethod.kueue)}
+    pods_label = JOBSET_NAME
+    template_patterns = (("spec", "replicatedJobs", "[]", "template", "spec", "template"),)
+
+    def templates(self, obj: dict) -> list[TemplateSpec]:
+        out = []
+        for i, rjob in enumerate(as_list(get_path(obj, ("spec", "replicatedJobs")))):
+            if not isinstance(rjob, dict) or not isinstance(get_path(rjob, ("template", "spec", "template")), dict):
+                continue
+            parallelism = count(get_path(rjob, ("template", "spec", "parallelism")), 1)
+            name = rjob.get("name") if isinstance(rjob.get("name"), str) else str(i)
+            out.append(TemplateSpec(("spec", "replicatedJobs", i, "template", "spec", "template"), name,
+                                    count(rjob.get("replicas"), 1) * parallelism, True, f"replicatedJobs[{name}]"))
+        return out
+
+    def child_labels(self) -> tuple[str, ...]:
+        return (JOBSET_NAME,)

@@ -1,0 +1,105 @@
+"""Kubeflow: PyTorchJob and MPIJob (training-operator v1, kubeflow.org/v1) and MPIJob v2beta1 (mpi-operator).
+
+Templates: ``spec.<x>ReplicaSpecs.<Type>.template``, one Pod per replica (``<job>-<type>-<i>``).
+Gangs: the operators form one when started with ``--gang-scheduler-name`` (training-operator:
+``volcano`` or ``scheduler-plugins``) or ``--gang-scheduling`` (mpi-operator); the PodGroup is named
+after the job and filled from ``spec.runPolicy.schedulingPolicy`` (``minAvailable`` defaults to all
+replicas, v2beta1: workers + 1; ``queue``; ``priorityClass``). Kueue queues them with its label and
+``spec.runPolicy.suspend``. Sources: ``fixtures/operators/README.md``; kubeflow/trainer@release-1.9
+``pkg/controller.v1/common/job.go``; kubeflow/mpi-operator ``pkg/controller/podgroup.go``.
+"""
+
+from __future__ import annotations
+
+from ..paths import as_dict, get_path
+from .base import Adapter, Gang, GangFields, GangMethod, TemplateSpec, count
+
+POLICY = ("spec", "runPolicy", "schedulingPolicy")
+TRAINING_OPERATOR = "training-operator --gang-scheduler-name"
+
+
+def _replica_templates(obj: dict, field: str, defaults: dict[str, int]) -> list[TemplateSpec]:
+    specs = as_dict(get_path(obj, ("spec", field)))
+    out = []
+    for key, replica in specs.items():
+        if not isinstance(replica, dict) or not isinstance(replica.get("template"), dict):
+            continue
+        pods = count(replica.get("replicas"), defaults.get(key.capitalize(), 1))
+        out.append(TemplateSpec(("spec", field, key, "template"), key.lower(), pods, True, f"{field}.{key}"))
+    return out
+
+
+def _fields(queue: bool, priority: bool, reads: str) -> GangFields:
+    return GangFields(size=(*POLICY, "minAvailable"), queue=(*POLICY, "queue") if queue else None,
+                      priority=(*POLICY, "priorityClass") if priority else None, reads=reads)
+
+
+class PyTorchJobAdapter(Adapter):
+    group, versions, kind, plural = "kubeflow.org", ("v1",), "PyTorchJob", "pytorchjobs"
+    operator = "the Kubeflow training operator"
+    kueue_suspend = ("spec", "runPolicy", "suspend")
+    gangs = {
+        "native": Gang(GangMethod.templates),
+        "coscheduling": Gang(GangMethod.fields, _fields(False, False, f"{TRAINING_OPERATOR}=scheduler-plugins")),
+        "volcano": Gang(GangMethod.fields, _fields(True, True, f"{TRAINING_OPERATOR}=volcano")),
+        "kueue": Gang(GangMethod.kueue),
+    }
+    pods_label = "training.kubeflow.org/job-name"
+    template_patterns = (("spec", "pytorchReplicaSpecs", "*", "template"),)
+
+    def templates(self, obj: dict) -> list[TemplateSpec]:
+        return _replica_templates(obj, "pytorchReplicaSpecs", {"Master": 1, "Worker": 1})
+
+    def gang_size(self, obj: dict, templates: list[TemplateSpec]) -> int:
+        """An elastic job gangs its minimum (Master + elasticPolicy.minReplicas), not its current size,
+        or it could never shrink below the gang nor start with fewer workers."""
+        elastic = as_dict(get_path(obj, ("spec", "elasticPolicy")))
+        minimum = elastic.get("minReplicas")
+        if isinstance(minimum, int) and not isinstance(minimum, bool) and minimum >= 1:
+            return sum(t.pods for t in templates if t.role != "worker") + minimum
+        return super().gang_size(obj, templates)
+
+    def child_labels(self) -> tuple[str, ...]:
+        return ("training.kubeflow.org/job-name", "training.kubeflow.org/operator-name")
+
+
+class MPIJobV1Adapter(Adapter):
+    group, versions, kind, plural = "kubeflow.org", ("v1",), "MPIJob", "mpijobs"
+    operator = "the Kubeflow training operator"
+    kueue_suspend = None  # Kueue's MPIJob integration is built on v2beta1 and claims only kubeflow.org/v2*
+    gangs = {
+        "native": Gang(GangMethod.templates),
+        "coscheduling": Gang(GangMethod.fields, _fields(False, False, f"{TRAINING_OPERATOR}=scheduler-plugins")),
+        "volcano": Gang(GangMethod.fields, _fields(True, True, f"{TRAINING_OPERATOR}=volcano")),
+        "kueue": Gang(GangMethod.unsupported, reason="Kueue manages kubeflow.org/v2beta1 MPIJobs only"),
+    }
+    pods_label = "training.kubeflow.org/job-name"
+    template_patterns = (("spec", "mpiReplicaSpecs", "*", "template"),)
+
+    def templates(self, obj: dict) -> list[TemplateSpec]:
+        return _replica_templates(obj, "mpiReplicaSpecs", {"Launcher": 1, "Worker": 0})
+
+    def child_labels(self) -> tuple[str, ...]:
+        return ("training.kubeflow.org/job-name", "training.kubeflow.org/operator-name")
+
+
+class MPIJobV2Adapter(Adapter):
+    group, versions, kind, plural = "kubeflow.org", ("v2beta1",), "MPIJob", "mpijobs"
+    operator = "the MPI operator"
+    kueue_suspend = ("spec", "runPolicy", "suspend")
+    gangs = {
+        "native": Gang(GangMethod.unsupported, reason="the v2beta1 MPIJob CRD's pod template has no schedulingGroup "
+                                                       "(a 1.35 PodSpec): the apiserver would prune it"),
+        "coscheduling": Gang(GangMethod.fields, _fields(False, False, "mpi-operator --gang-scheduling=<name>")),
+        "volcano": Gang(GangMethod.fields, _fields(True, True, "mpi-operator --gang-scheduling=volcano")),
+        "kueue": Gang(GangMethod.kueue),
+    }
+    pods_label = "training.kubeflow.org/job-name"
+    template_patterns = (("spec", "mpiReplicaSpecs", "*", "template"),)
+
+    def templates(self, obj: dict) -> list[TemplateSpec]:
+        # the launcher is one batch/v1 Job's Pod; workers are Pods of the MPIJob
+        return _replica_templates(obj, "mpiReplicaSpecs", {"Launcher": 1, "Worker": 0})
+
+    def child_labels(self) -> tuple[str, ...]:
+        return ("training.kubeflow.org/job-name", "training.kubeflow.org/operator-name")

@@ -1,0 +1,46 @@
+"""Volcano Job (batch.volcano.sh/v1alpha1): always gang-scheduled by Volcano.
+
+Templates: ``spec.tasks[].template``, ``replicas`` Pods each (``<job>-<task>-<i>``). Volcano's job
+controller creates a PodGroup ``<job>-<uid>`` with ``minMember = spec.minAvailable`` (its webhook
+defaults it to the tasks' total), ``queue = spec.queue`` and ``priorityClassName =
+spec.priorityClassName``, and creates the Pods only once Volcano's scheduler moved that PodGroup
+out of Pending: whatever the platform's backend, Volcano forms this gang
+(pkg/controllers/job/job_controller_actions.go). Its kind is also ``Job``: only the apiVersion
+tells it from a batch/v1 Job.
+"""
+
+from __future__ import annotations
+
+from ..paths import as_list, get_path
+from .base import Adapter, Gang, GangFields, GangMethod, TemplateSpec, count
+
+_FIELDS = GangFields(size=("spec", "minAvailable"), queue=("spec", "queue"), priority=("spec", "priorityClassName"),
+                     reads="Volcano's job controller (always)")
+_ALWAYS = Gang(GangMethod.fields, _FIELDS)
+
+
+class VolcanoJobAdapter(Adapter):
+    group, versions, kind, plural = "batch.volcano.sh", ("v1alpha1",), "Job", "jobs"
+    operator = "Volcano's job controller"
+    kueue_suspend = None
+    gangs = {"native": _ALWAYS, "coscheduling": _ALWAYS, "volcano": _ALWAYS,
+             "kueue": Gang(GangMethod.unsupported, reason="Kueue has no Volcano Job integration")}
+    pods_label = "volcano.sh/job-name"
+    template_patterns = (("spec", "tasks", "[]", "template"),)
+
+    def templates(self, obj: dict) -> list[TemplateSpec]:
+        out = []
+        for i, task in enumerate(as_list(get_path(obj, ("spec", "tasks")))):
+            if not isinstance(task, dict) or not isinstance(task.get("template"), dict):
+                continue
+            name = task.get("name") if isinstance(task.get("name"), str) else str(i)
+            out.append(TemplateSpec(("spec", "tasks", i, "template"), name, count(task.get("replicas"), 1), True,
+                                    f"tasks[{name}]"))
+        return out
+
+    def gang_size(self, obj: dict, templates: list[TemplateSpec]) -> int:
+        minimum = get_path(obj, ("spec", "minAvailable"))
+        return count(minimum, 0) or super().gang_size(obj, templates)
+
+    def child_labels(self) -> tuple[str, ...]:
+        return ("volcano.sh/job-name",)
