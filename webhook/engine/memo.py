@@ -65,23 +65,24 @@ _NEVER_READ = frozenset({"image", "command", "args", "workingDir", "ports", "liv
 
 def _project(value: Any) -> Any:
     """A copy without the fields the engine never reads; env values only for NCCL variables."""
-    if type(value) is dict:
-        out = {}
-        for key, item in value.items():
-            if key in _NEVER_READ:
-                continue
-            if key == "initContainers":
-                out[key] = item  # kept whole: the preflight concern compares its own init container's image and args
-            elif key == "env" and type(item) is list:
-                out[key] = [_env(e) for e in item]
-            elif type(item) is dict or type(item) is list:
-                out[key] = _project(item)
-            else:
-                out[key] = item
-        return out
     if type(value) is list:
-        return [_project(v) if type(v) is dict or type(v) is list else v for v in value]
-    return value
+        return [_project(v) if type(v) in _CONTAINERS else v for v in value]
+    out = {}
+    for key, item in value.items():
+        kind = type(item)
+        if kind not in _CONTAINERS:
+            if key not in _NEVER_READ:
+                out[key] = item
+        elif key == "env" and kind is list:
+            out[key] = [_env(e) for e in item]
+        elif key == "initContainers":
+            out[key] = item  # kept whole: the preflight concern compares its own init container's image and args
+        elif key not in _NEVER_READ:
+            out[key] = _project(item)
+    return out
+
+
+_CONTAINERS = (dict, list)
 
 
 def _env(entry: Any) -> Any:
@@ -176,8 +177,8 @@ class Memo:
         if SENTINEL in text or (name is not None and name in self._risky):
             self.bypassed += 1
             return decide(policy, request, cluster)
-        if name is not None:
-            text = _token(name).sub(SENTINEL, text)
+        if name is not None:  # usually the name occurs once, as the whole metadata.name value
+            text = text.replace(name, SENTINEL) if text.count(name) == 1 else _token(name).sub(SENTINEL, text)
         exempt, _ = match(policy, {}, None, request.user)  # only the user part: exemptUsers / exemptGroups
         key = f"{request.phase}|{namespace}|{exempt is None and bool(request.user)}|{text}"
         entry = self._entries.get(key)
