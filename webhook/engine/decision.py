@@ -80,6 +80,8 @@ class Decision:
     companions: list[dict] = field(default_factory=list)
     generation: str = ""
     summary: dict[str, Any] = field(default_factory=dict)
+    # objects the decision names that could not be looked up (no cluster view): they may not exist
+    unverified: list[str] = field(default_factory=list)
 
     @property
     def denials(self) -> list[Violation]:
@@ -110,4 +112,5 @@ class Decision:
             "injected": [i.as_dict() for i in self.injections],
             "companions": self.companions,
             "summary": self.summary,
+            "unverified": self.unverified,
         }
