@@ -14,7 +14,7 @@ from helpers import job, rules_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainadmit.cluster.live import LiveCluster
+from trainadmit.cluster.live import WATCHED, LiveCluster
 from trainadmit.engine import Request, decide
 
 API = FIXTURES / "apiserver"
@@ -33,9 +33,13 @@ def test_paginated_list_then_watch_events(policy):
     try:
         view = LiveCluster(server.core(), page_size=2, log=lambda m: None)
         rv = view.list_all("nodes")
-        view.list_all("resourcequotas")
-        assert rv == "220" and view.synced.is_set()
         assert [c.split(":")[1] for c in server.calls[:3]] == ["list", "list", "list"]  # 5 nodes, pages of 2
+        for w in WATCHED:
+            if w.required and w.name != "nodes":
+                view.list_all(w.name)
+        assert not view.synced.is_set()  # served API groups not discovered yet
+        view.discover()
+        assert rv == "220" and view.synced.is_set()
         pool = policy.pools["h100-ib"]
         rack = pool.topology.level("rack")
         assert view.pool_nodes(pool) == 4 and view.largest_domain(pool, rack) == 2
@@ -43,9 +47,9 @@ def test_paginated_list_then_watch_events(policy):
         last = view.watch("nodes", rv, threading.Event())
         # MODIFIED h100-r2-n2 (relabelled), DELETED cpu-n1, ADDED h100-r3-n1, then a BOOKMARK
         assert last == "224"
-        assert "cpu-n1" not in view._labels and "h100-r3-n1" in view._labels
-        expected = sum(1 for labels in view._labels.values() if labels.get("trainadmit.io/pool") == "h100-ib"
-                       and labels.get("nvidia.com/gpu.product") == "NVIDIA-H100-80GB-HBM3")
+        assert "cpu-n1" not in view._nodes and "h100-r3-n1" in view._nodes
+        expected = sum(1 for facts in view._nodes.values() if facts.labels.get("trainadmit.io/pool") == "h100-ib"
+                       and facts.labels.get("nvidia.com/gpu.product") == "NVIDIA-H100-80GB-HBM3")
         assert view.pool_nodes(pool) == expected
         # the engine uses it: 3 workers do not fit the largest rack
         d = decide(policy, Request(job(workers=3)), view)

@@ -58,6 +58,18 @@ class ApiError(Exception):
         self.status, self.reason = status, reason
 
 
+def _call(func: Callable, *args, **kwargs):
+    """Call a generated client function for its raw response; any non-2xx answer becomes ApiError."""
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        resp = func(*args, **kwargs)
+    except ApiException as exc:
+        raise ApiError(int(exc.status or 0), str(exc.reason or "")) from exc
+    _check(resp)
+    return resp
+
+
 def _check(resp) -> None:
     status = getattr(resp, "status", 200)
     if not 200 <= status <= 299:
@@ -179,8 +191,7 @@ class LiveCluster(ClusterIndex):
             kwargs = {"limit": self.page_size, "_preload_content": False, "_request_timeout": (10, 60)}
             if token:
                 kwargs["_continue"] = token
-            resp = func(*args, **kwargs)
-            _check(resp)
+            resp = _call(func, *args, **kwargs)
             data = json.loads(resp.data)
             items.extend(data.get("items") or [])
             token = (data.get("metadata") or {}).get("continue")
@@ -195,10 +206,9 @@ class LiveCluster(ClusterIndex):
         raises ApiError(410) when the resourceVersion expired (the caller relists)."""
         w = self._by_name[kind]
         func, args = self._api(w)
-        resp = func(*args, watch=True, resource_version=resource_version, allow_watch_bookmarks=True,
-                    timeout_seconds=self.watch_timeout, _preload_content=False,
-                    _request_timeout=(10, self.read_timeout))
-        _check(resp)
+        resp = _call(func, *args, watch=True, resource_version=resource_version, allow_watch_bookmarks=True,
+                     timeout_seconds=self.watch_timeout, _preload_content=False,
+                     _request_timeout=(10, self.read_timeout))
         rv = resource_version
         self._touch(kind)
         try:
@@ -224,8 +234,8 @@ class LiveCluster(ClusterIndex):
         """The group/versions the cluster serves (for the PodGroup kinds the reconciler writes)."""
         from kubernetes import client
 
-        resp = client.ApisApi(self.core.api_client).get_api_versions(_preload_content=False, _request_timeout=(10, 30))
-        _check(resp)
+        resp = _call(client.ApisApi(self.core.api_client).get_api_versions, _preload_content=False,
+                     _request_timeout=(10, 30))
         data = json.loads(resp.data)
         self.set_served({v.get("groupVersion") for g in data.get("groups") or [] for v in g.get("versions") or []}
                         | {"v1"})
