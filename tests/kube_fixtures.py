@@ -231,7 +231,8 @@ def webhook(control_plane: ControlPlane, cluster: Cluster, tmp_path_factory) -> 
     pki.issue(certs, "trainadmit", SYSTEM_NS, ips=["127.0.0.1"])
     policy_dir = write_policy(base / "policies", PHASES["default"], EXTRA_POLICY)
     kubeconfig = control_plane.service_account_kubeconfig(base / "kubeconfig", SYSTEM_NS, "trainadmit")
-    server = Server(policy_dir, certs, workers=1, extra=["--cluster-live", "--cluster-max-age", "120"],
+    server = Server(policy_dir, certs, workers=1, extra=["--cluster-live", "--cluster-max-age", "120",
+                                                                 "--graceful-timeout", "2"],
                     env_extra={"KUBECONFIG": str(kubeconfig)})
     configs: list[dict] = []
     try:

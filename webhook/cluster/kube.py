@@ -30,7 +30,8 @@ def load_config() -> None:
     try:
         config.load_incluster_config()
     except config.ConfigException:
-        config.load_kube_config()
+        # $KUBECONFIG read now: the client reads it once, when it is first imported
+        config.load_kube_config(config_file=os.environ.get("KUBECONFIG") or None)
 
 
 def identity() -> str:
