@@ -112,9 +112,11 @@ def test_incremental_indices_equal_a_fresh_count(events):
 
 
 def test_server_with_the_live_view(tmp_path):
-    """`serve --cluster-live` against the fake apiserver: ready once synced; decisions use the view."""
+    """`serve --cluster-live` against the fake apiserver: ready once synced; decisions use the view; once the
+    apiserver is gone the view turns stale past --cluster-max-age: /readyz fails, the age metric shows it,
+    and decisions ignore the view (rule cluster.view-stale)."""
     import yaml
-    from server_util import Server, issue_certs
+    from server_util import Server, issue_certs, wait_until
 
     api = _fixture_server()
     kubeconfig = tmp_path / "kubeconfig"
@@ -123,16 +125,32 @@ def test_server_with_the_live_view(tmp_path):
         "clusters": [{"name": "fake", "cluster": {"server": f"http://127.0.0.1:{api.port}"}}],
         "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}],
         "users": [{"name": "u", "user": {"token": "t"}}]}))
-    server = Server(POLICIES, issue_certs(tmp_path / "certs"), workers=1, extra=["--cluster-live"],
+    server = Server(POLICIES, issue_certs(tmp_path / "certs"), workers=1, extra=["--cluster-live", "--cluster-max-age", "2"],
                     env_extra={"KUBECONFIG": str(kubeconfig)})
     try:
         server.wait_ready()
+        client = server.client()
         body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
                 "request": {"uid": "u1", "operation": "CREATE", "namespace": "team-nlp", "object": job(workers=3)}}
-        status, reply = server.client().post_review("/mutate", body)
+        status, reply = client.post_review("/mutate", body)
         assert status == 200 and reply["response"]["allowed"] is False
         assert "(in the cluster)" in reply["response"]["status"]["message"]
         assert "has 16 of 64 free (ResourceQuota)" in reply["response"]["status"]["message"]
+        assert 0 <= _view_age(client) < 2
+        api.close()
+        wait_until(lambda: client.request("GET", "/readyz")[0] == 503, 30, "/readyz must fail once the view is stale")
+        problems = json.loads(client.request("GET", "/readyz")[1])["problems"]
+        assert any("over the limit of 2s" in p for p in problems), problems
+        assert _view_age(client) > 2
+        status, reply = client.post_review("/mutate", body)
+        message = reply["response"]["status"]["message"]
+        assert "[cluster.view-stale]" in message and "(in the cluster)" not in message  # policy figures instead
     finally:
         server.stop()
         api.close()
+
+
+def _view_age(client) -> float:
+    text = client.request("GET", "/metrics")[1].decode()
+    [line] = [x for x in text.splitlines() if x.startswith("trainadmit_cluster_view_age_seconds ")]
+    return float(line.split()[1])

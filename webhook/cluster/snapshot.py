@@ -43,9 +43,10 @@ class SnapshotCluster(ClusterIndex):
         self.name = name
         self._has_nodes = False
         served: set[str] = set()
+        self._has_api_groups = False
         for obj in objects:
             self._add(obj, served)
-        if served:
+        if self._has_api_groups:
             self.set_served(served | {"v1"})
 
     def knows_nodes(self) -> bool:
@@ -56,6 +57,7 @@ class SnapshotCluster(ClusterIndex):
             raise SnapshotError("a cluster snapshot holds Kubernetes objects (mappings)")
         kind, api_version = str(obj.get("kind", "")), str(obj.get("apiVersion", ""))
         if kind == "APIGroupList":
+            self._has_api_groups = True
             for group in obj.get("groups") or []:
                 served.update(v.get("groupVersion") for v in (group or {}).get("versions") or [] if v)
         elif kind.endswith("List") and isinstance(obj.get("items"), list):
