@@ -35,8 +35,10 @@ APISERVER = pytest.mark.xdist_group("apiserver")
 # One apiserver for the tier: the gates serve scheduling.k8s.io/v1alpha2 (native PodGroups) and keep
 # Pod.spec.schedulingGroup, and behave like a plain 1.36 apiserver otherwise. TaintNodesByCondition is
 # off because no node-lifecycle controller would ever remove the not-ready taint it adds to new Nodes.
+# Nodes are watched from etcd, not the watch cache, so that a test can make a node watch expire (410) by
+# compacting etcd (ControlPlane.compact_etcd) instead of starting a second apiserver.
 SUITE_APISERVER_ARGS = ["--feature-gates=GenericWorkload=true", "--runtime-config=scheduling.k8s.io/v1alpha2=true",
-                        "--disable-admission-plugins=TaintNodesByCondition"]
+                        "--disable-admission-plugins=TaintNodesByCondition", "--watch-cache-sizes=nodes#0"]
 SKIP_REASON = (f"{ASSETS_ENV} is not set: no kube-apiserver/etcd for the integration tier (see the README's "
                f"\"Integration tier\": export {ASSETS_ENV}=<folder with kube-apiserver and etcd>)")
 DEPLOY = ROOT / "deploy" / "base"
@@ -65,6 +67,27 @@ EXTRA_POLICY = [CANARY_POOL, URGENT_TIER]
 PHASES: dict[str, dict] = {"default": {}}
 PHASES.update({name: {"kubernetesVersion": "1.36", **BACKENDS[name]}
                for name in ("native-podgroup", "coscheduling", "volcano", "kueue")})
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Make ``--dist loadgroup`` group again under pytest >= 9.2 (runs in each xdist worker).
+
+    pytest-xdist 3.8 groups by suffixing ``item._nodeid`` with ``@<group>``; pytest 9.2 derives ``nodeid``
+    from ``item._id`` instead, so the suffix is lost and every test of a group may land on any worker (each
+    then starting its own apiserver). Where xdist's suffix did not take, set it the way this pytest reads it.
+    """
+    if not getattr(config.option, "loadgroup", False):
+        return
+    try:
+        from _pytest.nodeid import NodeId
+    except ImportError:  # an older pytest: xdist's own suffix works
+        return
+    for item in items:
+        groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                         for m in item.iter_markers("xdist_group")})
+        if groups and "@" not in item.nodeid and hasattr(item, "_id"):
+            item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(groups)}")
 
 
 @pytest.fixture(scope="session")
@@ -232,7 +255,7 @@ def webhook(control_plane: ControlPlane, cluster: Cluster, tmp_path_factory) -> 
     policy_dir = write_policy(base / "policies", PHASES["default"], EXTRA_POLICY)
     kubeconfig = control_plane.service_account_kubeconfig(base / "kubeconfig", SYSTEM_NS, "trainadmit")
     server = Server(policy_dir, certs, workers=1, extra=["--cluster-live", "--cluster-max-age", "120",
-                                                                 "--graceful-timeout", "2"],
+                                                                 "--graceful-timeout", "1"],
                     env_extra={"KUBECONFIG": str(kubeconfig)})
     configs: list[dict] = []
     try:
