@@ -226,25 +226,51 @@ def test_only_the_lease_holder_reconciles_and_a_stale_lease_is_taken_over(webhoo
                      "metadata": {"name": RECONCILER_LEASE, "namespace": SYSTEM_NS}})
 
 
-def test_a_podgroup_kind_the_cluster_does_not_serve_is_reported_not_created(cluster, tmp_path):
-    """1.36 serves native PodGroups at v1alpha2 only; the engine asks for v1beta1 (1.37)."""
+PODGROUPS = {  # what the engine writes in the workload's annotation, per backend
+    "native": {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+               "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}},
+    "coscheduling": {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+                     "spec": {"minMember": 2, "minResources": {"nvidia.com/gpu": "16"}}},
+    "volcano": {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                "spec": {"minMember": 2, "queue": "training", "priorityClassName": "training-normal"}},
+}
+
+
+def test_the_reconciler_creates_each_backends_podgroup_or_says_its_api_is_not_served(cluster, tmp_path):
+    """With the scheduler-plugins and Volcano CRDs installed their PodGroups are created, owned by the Job;
+    1.36 serves native PodGroups at v1alpha2 only, and the engine asks for v1beta1 (1.37): reported."""
+    import json
+
     from kubernetes import client
 
     from trainadmit.cluster.reconciler import PodGroupReconciler
 
     http = cluster.http
-    annotation = ('{"apiVersion":"scheduling.k8s.io/v1beta1","kind":"PodGroup","metadata":{"name":"native-gang"},'
-                  '"spec":{"schedulingPolicy":{"gang":{"minCount":2}}}}')
-    exempt = job(name="native", namespace="kube-public", workers=2, labels={"trainadmit.io/podgroup": "true"},
-                 annotations={"trainadmit.io/podgroup": annotation})
-    stored = http.create(exempt)  # kube-public: the webhooks skip it, as if stored before trainadmit existed
+    jobs = []
+    for backend, pg in PODGROUPS.items():  # kube-public: the webhooks skip it, as if stored before trainadmit
+        annotation = json.dumps({**pg, "metadata": {"name": f"{backend}-gang"}})
+        jobs.append(http.create(job(name=f"pg-{backend}", namespace="kube-public", workers=2,
+                                    labels={"trainadmit.io/podgroup": "true"},
+                                    annotations={"trainadmit.io/podgroup": annotation})))
     try:
         reconciler = PodGroupReconciler(client.CustomObjectsApi(_sa_client(cluster.cp, tmp_path)), log=lambda m: None,
                                         kinds=[("batch", "v1", "jobs")])
-        assert reconciler.step() == ["kube-public/native-gang: scheduling.k8s.io/v1beta1 PodGroup is not served by "
-                                     "this cluster (CRD or feature gate missing)"]
+        assert sorted(reconciler.step()) == [
+            "kube-public/coscheduling-gang: created",
+            "kube-public/native-gang: scheduling.k8s.io/v1beta1 PodGroup is not served by this cluster (CRD or "
+            "feature gate missing)",
+            "kube-public/volcano-gang: created"]
+        for backend in ("coscheduling", "volcano"):
+            pg = http.get(PODGROUPS[backend]["apiVersion"], "PodGroup", f"{backend}-gang", "kube-public")
+            stored_job = next(j for j in jobs if j["metadata"]["name"] == f"pg-{backend}")
+            assert pg["metadata"]["ownerReferences"] == [{"apiVersion": "batch/v1", "kind": "Job",
+                                                          "name": f"pg-{backend}", "uid": stored_job["metadata"]["uid"],
+                                                          "controller": True, "blockOwnerDeletion": True}]
+            assert {k: pg["spec"][k] for k in PODGROUPS[backend]["spec"]} == PODGROUPS[backend]["spec"]
+            http.delete(pg)
     finally:
-        http.delete(stored, propagation="Background")
+        for stored in jobs:
+            http.delete(stored, propagation="Background")
 
 
 # ---- deploy/'s RBAC through the real authorizer --------------------------------------------------
