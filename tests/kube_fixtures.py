@@ -211,7 +211,7 @@ class Webhook:
 
     server: object  # server_util.Server
     policy_dir: Path
-    cp: ControlPlane
+    kubeconfig: Path  # deploy/'s ServiceAccount, with a real token: what the server runs as
     phase: str = ""
 
     def use(self, phase: str) -> object:
@@ -261,7 +261,7 @@ def webhook(control_plane: ControlPlane, cluster: Cluster, tmp_path_factory) -> 
     try:
         server.wait_ready(timeout=60)  # ready only once the live view synced: every list allowed by deploy/'s RBAC
         configs = register_webhooks(control_plane, server.port, (certs / "ca.crt").read_bytes(), TEAM_NAMESPACES[0])
-        hook = Webhook(server, policy_dir, control_plane, "default")
+        hook = Webhook(server, policy_dir, kubeconfig, "default")
         hook.use("default")
         yield hook
     finally:

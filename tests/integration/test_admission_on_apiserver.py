@@ -61,7 +61,7 @@ def _reconcile(webhook, policy) -> list[str]:
 
     from trainadmit.cluster.reconciler import PodGroupReconciler
 
-    api = config.new_client_from_config(config_file=str(webhook.policy_dir.parent / "kubeconfig"))
+    api = config.new_client_from_config(config_file=str(webhook.kubeconfig))
     return PodGroupReconciler(client.CustomObjectsApi(api), key=policy.keys.podgroup, log=lambda m: None,
                               kinds=[("batch", "v1", "jobs")]).step()
 
