@@ -8,8 +8,9 @@ import sys
 from ..cluster.snapshot import SnapshotCluster, SnapshotError
 from ..engine import Request, decide
 from ..engine.clusterview import ClusterView, NoCluster
+from ..engine.request import deciding_phase
 from .common import EXIT_DENIED, EXIT_ERROR, EXIT_OK, load_policy_or_report
-from .inputs import InputError, read_inputs
+from .inputs import InputError, read_inputs, with_old
 from .render import record, text, to_json, to_yaml
 
 
@@ -26,6 +27,8 @@ def cmd_check(args: argparse.Namespace) -> int:
             return EXIT_ERROR
     try:
         items = read_inputs(args.files)
+        if args.old:
+            items = with_old(items, read_inputs([args.old]))
     except InputError as exc:
         print(f"trainadmit: {exc}", file=sys.stderr)
         return EXIT_ERROR
@@ -38,7 +41,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     records, objects, patches, out = [], [], [], []
     for item in items:
         decision = decide(policy, Request(item.obj, operation=item.operation, old=item.old,
-                                          namespace=item.namespace or args.namespace, user=item.user or {}),
+                                          namespace=item.namespace or args.namespace, user=item.user or {},
+                                          phase=deciding_phase(item.operation)),
                           cluster)
         if not decision.matched:
             unmatched += 1

@@ -98,3 +98,26 @@ def read_documents(paths: list[str]) -> list[tuple[str, int, Any]]:
 def read_inputs(paths: list[str]) -> list[Item]:
     """The objects to decide on: documents, with Lists and AdmissionReviews unpacked."""
     return [item for source, index, doc in read_documents(paths) for item in _expand(source, index, doc)]
+
+
+def _identity(obj: Any) -> tuple[str, str, str, str] | None:
+    if not isinstance(obj, dict) or not isinstance(obj.get("metadata"), dict):
+        return None
+    meta = obj["metadata"]
+    return (str(obj.get("apiVersion")), str(obj.get("kind")), str(meta.get("namespace") or ""), str(meta.get("name")))
+
+
+def with_old(items: list[Item], olds: list[Item]) -> list[Item]:
+    """`check --old FILE`: each object becomes an UPDATE of the old object with the same apiVersion, kind,
+    namespace and name (what the apiserver sends as ``oldObject``). An object without one is an error:
+    deciding it as a CREATE would answer a different question."""
+    by_identity = {_identity(old.obj): old.obj for old in olds}
+    out = []
+    for item in items:
+        key = _identity(item.obj)
+        if key is None or key not in by_identity:
+            what = f"{key[1]} {key[2] or '(no namespace)'}/{key[3]}" if key else "this document"
+            raise InputError(f"{item.source}#{item.index}: --old has no object matching {what} (same apiVersion, "
+                             "kind, namespace and name)")
+        out.append(Item(item.source, item.index, item.obj, "UPDATE", item.namespace, by_identity[key], item.user))
+    return out
