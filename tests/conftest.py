@@ -18,6 +18,7 @@ from referencing import Registry, Resource
 from trainadmit.engine import load_policy
 
 ROOT = Path(__file__).resolve().parent.parent
+pytest_plugins = ["kube_fixtures"]  # the integration tier's control plane (tests/integration)
 
 
 FIXTURES = ROOT / "tests" / "fixtures"

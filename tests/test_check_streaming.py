@@ -169,7 +169,7 @@ def test_an_unparsable_file_is_reported_and_the_others_are_still_checked(tmp_pat
     assert [x["object"] for x in json.loads(r.stdout)] == ["Job team-nlp/first", "Job team-nlp/third"]
     r = run_cli("check", str(tmp_path))
     assert r.returncode == 2 and r.stdout.splitlines()[-1].startswith("2 objects: 1 admitted, 1 denied, 0 not matched, "
-                                                                       "1 unreadable (policy generation ")
+                                                                       "1 input problem (policy generation ")
 
 
 @pytest.mark.parametrize("stdin, names", [

@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 
 from ..engine import Decision, Request, decide
 from ..engine.clusterview import ClusterView, NoCluster
+from ..engine.request import deciding_phase
 from .common import EXIT_DENIED, EXIT_ERROR, EXIT_OK, load_policy_or_report, policy_cache_dir
-from .inputs import InputError, iter_items, manifest_files
+from .inputs import InputError, as_update, iter_items, manifest_files, old_objects
 from .render import JsonOutput, TextOutput, YamlOutput, patch_element, record
 
 
@@ -28,7 +29,7 @@ class Tally:
     admitted: int = 0
     denied: int = 0
     unmatched: int = 0
-    unreadable: list[str] = field(default_factory=list)
+    input_problems: list[str] = field(default_factory=list)  # unparsable files, objects without their --old
 
     def add(self, decision: Decision) -> None:
         if not decision.matched:
@@ -40,12 +41,13 @@ class Tally:
 
     def summary(self, generation: str) -> str:
         total = self.admitted + self.denied + self.unmatched
-        unreadable = f", {len(self.unreadable)} unreadable" if self.unreadable else ""
+        problems = len(self.input_problems)
+        inputs = f", {problems} input problem{'s' if problems != 1 else ''}" if problems else ""
         return (f"{total} object{'s' if total != 1 else ''}: {self.admitted} admitted, {self.denied} denied, "
-                f"{self.unmatched} not matched{unreadable} (policy generation {generation})")
+                f"{self.unmatched} not matched{inputs} (policy generation {generation})")
 
     def exit_code(self) -> int:
-        return EXIT_ERROR if self.unreadable else EXIT_DENIED if self.denied else EXIT_OK
+        return EXIT_ERROR if self.input_problems else EXIT_DENIED if self.denied else EXIT_OK
 
 
 def _cluster(args: argparse.Namespace) -> ClusterView | None:
@@ -69,6 +71,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     try:
         files = manifest_files(args.files)
+        olds = old_objects([args.old]) if args.old else None
     except InputError as exc:
         print(f"trainadmit: {exc}", file=sys.stderr)
         return EXIT_ERROR
@@ -82,13 +85,20 @@ def cmd_check(args: argparse.Namespace) -> int:
               "patch": lambda: JsonOutput(out, patch_element), "yaml": lambda: YamlOutput(out)}[args.output]()
     tally = Tally()
 
-    def unreadable(exc: InputError) -> None:
-        tally.unreadable.append(str(exc))
+    def problem(exc: InputError) -> None:  # reported when met; the rest is still checked, the exit code is 2
+        tally.input_problems.append(str(exc))
         print(f"trainadmit: {exc}", file=sys.stderr)
 
-    for item in iter_items(files, unreadable):
+    for item in iter_items(files, problem):
+        if olds is not None:
+            try:
+                item = as_update(item, olds)
+            except InputError as exc:
+                problem(exc)
+                continue
         decision = decide(policy, Request(item.obj, operation=item.operation, old=item.old,
-                                          namespace=item.namespace or args.namespace, user=item.user or {}),
+                                          namespace=item.namespace or args.namespace, user=item.user or {},
+                                          phase=deciding_phase(item.operation)),
                           cluster)
         tally.add(decision)
         output.add(item, decision)

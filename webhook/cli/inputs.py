@@ -166,3 +166,28 @@ def read_documents(paths: list[str]) -> list[tuple[str, int, Any]]:
 def read_inputs(paths: list[str]) -> list[Item]:
     """Every object of ``paths`` (an InputError for the first problem)."""
     return [item for source, index, doc in read_documents(paths) for item in _expand(source, index, doc)]
+
+
+def _identity(obj: Any) -> tuple[str, str, str, str] | None:
+    if not isinstance(obj, dict) or not isinstance(obj.get("metadata"), dict):
+        return None
+    meta = obj["metadata"]
+    return (str(obj.get("apiVersion")), str(obj.get("kind")), str(meta.get("namespace") or ""), str(meta.get("name")))
+
+
+def old_objects(paths: list[str]) -> dict[tuple[str, str, str, str] | None, Any]:
+    """`check --old FILE`: the stored objects before the change, by apiVersion, kind, namespace and
+    name (read whole: they are the objects being changed, not a repository)."""
+    return {_identity(old.obj): old.obj for old in read_inputs(paths)}
+
+
+def as_update(item: Item, olds: dict[tuple[str, str, str, str] | None, Any]) -> Item:
+    """The object as an UPDATE of the old object with the same apiVersion, kind, namespace and name
+    (what the apiserver sends as ``oldObject``). An object without one is an InputError: deciding it
+    as a CREATE would answer a different question."""
+    key = _identity(item.obj)
+    if key is None or key not in olds:
+        what = f"{key[1]} {key[2] or '(no namespace)'}/{key[3]}" if key else "this document"
+        raise InputError(f"{item.source}#{item.index}: --old has no object matching {what} (same apiVersion, "
+                         "kind, namespace and name)")
+    return Item(item.source, item.index, item.obj, "UPDATE", item.namespace, olds[key], item.user)

@@ -60,7 +60,12 @@ def _add_check(sub) -> None:
     check = sub.add_parser("check", help="decide offline what the webhook would do with manifests")
     check.add_argument("files", nargs="*", help="files, directories or - for stdin (default: stdin)")
     check.add_argument("-p", "--policy", default=DEFAULT_POLICY_DIR, help="policy directory (default: %(default)s)")
-    check.add_argument("--cluster", action="append", help="cluster snapshot (NodeList, ResourceQuotaList); repeatable")
+    check.add_argument("--cluster", action="append",
+                       help="cluster snapshot: saved lists of nodes, resourcequotas, priorityclasses, pvc, "
+                       "network-attachment-definitions, queues, localqueues, and `kubectl get --raw /apis`; repeatable")
+    check.add_argument("--old", metavar="FILE",
+                       help="the stored objects before the change: decide each input object as an UPDATE of the "
+                       "old object with the same kind, namespace and name")
     check.add_argument("-o", "--output", choices=["text", "yaml", "json", "patch"], default="text")
     check.add_argument("-n", "--namespace", default="default", help="namespace for objects that name none")
     check.add_argument("--explain", action="store_true", help="show the policy setting behind each injected field")
@@ -95,6 +100,9 @@ def _add_policy(sub) -> None:
     hooks.add_argument("--namespace", default="trainadmit-system", help="the webhook Service's namespace")
     hooks.add_argument("--service", default="trainadmit", help="the webhook Service's name")
     hooks.set_defaults(func=_lazy("policy", "cmd_policy_webhooks"))
+    pcs = psub.add_parser("priorityclasses", help="print the PriorityClasses of the policy's priority tiers")
+    pcs.add_argument("dir", nargs="?", default=DEFAULT_POLICY_DIR)
+    pcs.set_defaults(func=_lazy("policy", "cmd_policy_priorityclasses"))
 
 
 def _add_serve(sub) -> None:
@@ -112,7 +120,11 @@ def _add_serve(sub) -> None:
     srv.add_argument("--cluster", action="append", help="cluster snapshot file (until the live view exists)")
     srv.add_argument("--enable-noop", action="store_true", help="serve POST /noop (benchmark floor)")
     srv.add_argument("--cluster-live", action="store_true",
-                     help="watch Nodes and ResourceQuotas (pool capacity, domain sizes, remaining GPU quota)")
+                     help="watch Nodes, ResourceQuotas and the objects decisions name (pool capacity, usable nodes, "
+                     "domain sizes, remaining GPU quota, PriorityClasses, claims, networks, queues)")
+    srv.add_argument("--cluster-max-age", type=float, default=180.0,
+                     help="seconds after which a live view that could not be confirmed is stale: /readyz fails and "
+                     "decisions follow rule cluster.view-stale (default %(default)s)")
     srv.add_argument("--manage-certs", action="store_true",
                      help="in-cluster mode: create and rotate the TLS Secret and the caBundle (Lease-elected)")
     srv.add_argument("--reconcile", action="store_true",

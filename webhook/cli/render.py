@@ -60,6 +60,8 @@ def text(item: Item, decision: Decision, explainer: Explainer | None = None) -> 
                 lines.append(f"    fix: {v.hint}")
     for v in decision.warnings:
         lines.append(f"  ! warning [{v.rule}] {v.path}: {v.message}" + (f" ({v.hint})" if v.hint else ""))
+    if decision.unverified:  # no cluster view: what the Pods need that nobody checked (see --cluster)
+        lines.append(f"  ? not verified without a cluster view: {', '.join(decision.unverified)}")
     if explainer is not None:
         for inj in decision.injections:
             ref = explainer.injection(inj.source)

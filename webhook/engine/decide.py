@@ -15,7 +15,7 @@ from typing import Any
 
 from ..policy import PolicySet
 from . import final_state
-from .clusterview import ClusterView, NoCluster
+from .clusterview import VIEW_STALE, ClusterView, NoCluster
 from .concerns import custom, quota
 from .context import Context
 from .decision import Decision
@@ -93,6 +93,12 @@ def _decide(policy: PolicySet, request: Request, cluster: ClusterView | None, va
             ctx.report(MALFORMED, path, message, "fix the field's type")
         return Decision(matched=True, generation=policy.generation, reason="malformed object",
                         violations=ctx.violations)
+    uses_view = request.operation == "CREATE" or (request.operation == "UPDATE" and request.phase == "validate")
+    stale = ctx.cluster.stale() if uses_view else None
+    if stale is not None:  # old data must not size quotas or domains: decide without it, as the policy says
+        ctx.report(VIEW_STALE, "metadata", f"{stale}; decided without the cluster view",
+                   "retry once the server's cluster view has caught up (its /readyz says when)")
+        ctx.cluster = NoCluster()
     if request.operation != "CREATE":
         return _non_create(ctx)
     ctx.resolved = resolve(workload, policy, gpu_resources_of(workload, policy), ctx.report)
@@ -118,6 +124,7 @@ def _decide(policy: PolicySet, request: Request, cluster: ClusterView | None, va
     for concern in validations:
         concern.validate(ctx, view)
     decision.violations = ctx.violations
+    decision.unverified = ctx.unverified
     return decision
 
 

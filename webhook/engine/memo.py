@@ -8,9 +8,14 @@ image, command, args, probes, ports, non-NCCL env values, apiserver bookkeeping 
 managedFields and status, kubectl's last-applied annotation), with its name replaced by a sentinel.
 
 Correct by construction, not by a list of "fields that matter": on a miss the built-in engine runs
-*on the projection itself*, so its result is a function of the key. The outputs carry the sentinel
-where the name goes (PodGroup names, pod-affinity selectors, messages) and get the real name back on
-every use. Whatever the decision asked the cluster view (pool sizes, domain sizes, quota) is
+*on the projection itself*, so its result is a function of the key. The name is replaced by the
+sentinel wherever it occurs as a whole token (``metadata.name``, and in what trainadmit derived from
+it on an earlier pass: PodGroup names, pod-affinity selectors, the preflight's gang id), so jobs of
+one shape share an entry whatever they are called. That replacement is only sound if the engine
+treats the name as an opaque token, so a miss also computes the decision for the real object and
+remembers the entry only when the two agree (after the sentinel is given the real name back); names
+that equal a value the policy or the engine compares against (a pool, a queue, "default"…) are never
+memoized. Whatever the decision asked the cluster view (pool sizes, domain sizes, quota) is
 recorded with the answers; a hit replays those questions and only counts when every answer is
 unchanged. Custom CEL rules read any field, so they always run, on the real object (mutated, on
 ``/mutate``). Objects the memo cannot key safely (no name to substitute cleanly, a name long enough
@@ -23,7 +28,9 @@ decision equals the one computed from scratch.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from ..grammars.cel import object_reads
@@ -40,10 +47,16 @@ from .workloads import workload_of
 
 SENTINEL = "trainadmit0memo0name0x"  # a valid object name no real request carries
 MAX_NAME = 50  # longer names change derived label values (hashed to 63 characters): not memoized
+MIN_NAME = 3
+# strings the engine compares values against, whose tokens a name must not be
+_ENGINE_WORDS = frozenset({"default", "scheduler", "default-scheduler", "true", "false", "none", "any", "indexed",
+                           "nonindexed", "memory", "never", "exists", "equal", "gang", "native", "coscheduling",
+                           "volcano", "kueue", "node", "rack", "zone", "block", "pod", "job", "trainadmit"})
 _DROP_METADATA = frozenset({"uid", "resourceVersion", "generation", "creationTimestamp", "managedFields", "selfLink",
                             "deletionTimestamp", "deletionGracePeriodSeconds"})
 _LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
-# fields the built-in engine never reads, wherever they are (containers, and operators' job specs)
+# fields the built-in engine never reads, wherever they are (regular containers, and operators' job
+# specs); init containers are kept whole (the preflight concern reads its own one's image and args)
 _NEVER_READ = frozenset({"image", "command", "args", "workingDir", "ports", "livenessProbe", "readinessProbe",
                          "startupProbe", "lifecycle", "terminationMessagePath", "terminationMessagePolicy",
                          "imagePullPolicy", "stdin", "stdinOnce", "tty", "resizePolicy", "entrypoint",
@@ -52,21 +65,24 @@ _NEVER_READ = frozenset({"image", "command", "args", "workingDir", "ports", "liv
 
 def _project(value: Any) -> Any:
     """A copy without the fields the engine never reads; env values only for NCCL variables."""
-    if type(value) is dict:
-        out = {}
-        for key, item in value.items():
-            if key in _NEVER_READ:
-                continue
-            if key == "env" and type(item) is list:
-                out[key] = [_env(e) for e in item]
-            elif type(item) is dict or type(item) is list:
-                out[key] = _project(item)
-            else:
-                out[key] = item
-        return out
     if type(value) is list:
-        return [_project(v) if type(v) is dict or type(v) is list else v for v in value]
-    return value
+        return [_project(v) if type(v) in _CONTAINERS else v for v in value]
+    out = {}
+    for key, item in value.items():
+        kind = type(item)
+        if kind not in _CONTAINERS:
+            if key not in _NEVER_READ:
+                out[key] = item
+        elif key == "env" and kind is list:
+            out[key] = [_env(e) for e in item]
+        elif key == "initContainers":
+            out[key] = item  # kept whole: the preflight concern compares its own init container's image and args
+        elif key not in _NEVER_READ:
+            out[key] = _project(item)
+    return out
+
+
+_CONTAINERS = (dict, list)
 
 
 def _env(entry: Any) -> Any:
@@ -86,11 +102,10 @@ def _env(entry: Any) -> Any:
 
 
 def project(obj: dict) -> dict:
-    """The object as the memo keys it (and as the built-in engine sees it on a miss)."""
+    """The object without what the built-in engine never reads (the memo then gives the name's tokens
+    the sentinel, and keys by the result)."""
     meta = obj.get("metadata") or {}
     pmeta = {k: v for k, v in meta.items() if k not in _DROP_METADATA}
-    if "name" in pmeta:
-        pmeta["name"] = SENTINEL
     annotations = pmeta.get("annotations")
     if type(annotations) is dict and type(annotations.get(_LAST_APPLIED)) is str:
         pmeta["annotations"] = {k: v for k, v in annotations.items() if k != _LAST_APPLIED}
@@ -143,6 +158,7 @@ class Memo:
         self._entries: dict[str, _Entry] = {}
         self._cel: dict[tuple[str, str], tuple[Violation, ...]] = {}
         self._reads = object_reads([p.source for rule in policy.compiled_rules for p in rule.programs])
+        self._risky = _policy_words(policy) | _ENGINE_WORDS
         self.hits = self.misses = self.bypassed = 0
 
     def decide(self, request: Request, cluster: ClusterView | None = None) -> Decision:
@@ -157,17 +173,21 @@ class Memo:
         if request.operation != "CREATE" or not isinstance(meta, dict) or not _nameable(name):
             self.bypassed += 1
             return decide(policy, request, cluster)
-        projected = project(obj)
-        exempt, _ = match(policy, {}, None, request.user)  # only the user part: exemptUsers / exemptGroups
-        key = json.dumps([request.phase, namespace, exempt is None and bool(request.user), projected],
-                         separators=(",", ":"), default=str)
-        if name is not None and SENTINEL in key.replace(f'"name":"{SENTINEL}"', "", 1):
+        text = json.dumps(project(obj), separators=(",", ":"), default=str)
+        if SENTINEL in text or (name is not None and name in self._risky):
             self.bypassed += 1
             return decide(policy, request, cluster)
+        if name is not None:  # usually the name occurs once, as the whole metadata.name value
+            text = text.replace(name, SENTINEL) if text.count(name) == 1 else _token(name).sub(SENTINEL, text)
+        exempt, _ = match(policy, {}, None, request.user)  # only the user part: exemptUsers / exemptGroups
+        key = f"{request.phase}|{namespace}|{exempt is None and bool(request.user)}|{text}"
         entry = self._entries.get(key)
         if entry is None or not entry.still_holds(cluster):
             self.misses += 1
-            entry = self._compute(request, projected, namespace, cluster)
+            entry, fresh = self._compute(request, text, name, namespace, cluster)
+            if entry is None:  # the name is not opaque to this decision: answer from scratch, remember nothing
+                self.bypassed += 1
+                return decide(policy, request, cluster) if policy.compiled_rules else fresh
             self._remember(self._entries, key, entry)
         else:
             self.hits += 1
@@ -182,13 +202,27 @@ class Memo:
             table.clear()
         table[key] = value
 
-    def _compute(self, request: Request, projected: dict, namespace: str | None, cluster: ClusterView) -> _Entry:
+    def _compute(self, request: Request, text: str, name: str | None, namespace: str | None,
+                 cluster: ClusterView) -> tuple[_Entry | None, Decision]:
+        """The entry for a projection (``text``, the name as the sentinel), and the fresh built-in
+        decision for the real object; no entry when giving the sentinel the real name back does not
+        give the fresh decision."""
         recorder = _Recorder(cluster)
-        d = decide_builtin(self.policy, Request(projected, request.operation, request.old, namespace, request.user,
-                                                request.dry_run, request.phase), recorder)  # type: ignore[arg-type]
+
+        def builtin(obj: dict, view: ClusterView) -> Decision:
+            return decide_builtin(self.policy, Request(obj, request.operation, request.old, namespace, request.user,
+                                                       request.dry_run, request.phase), view)
+
+        d = builtin(json.loads(text), recorder)  # type: ignore[arg-type]
         violations = tuple((v.rule, v.action.value, v.path, v.message, v.hint) for v in d.violations)
-        return _Entry(d.matched, d.reason, violations, json.dumps(d.patch, separators=(",", ":")),
-                      tuple(recorder.calls))
+        entry = _Entry(d.matched, d.reason, violations, json.dumps(d.patch, separators=(",", ":")),
+                       tuple(recorder.calls))
+        fresh = builtin(request.obj, cluster)
+        mine = self._instantiate(entry, request, name)
+        agree = (mine.matched == fresh.matched and _texts(mine.violations) == _texts(fresh.violations)
+                 and (not fresh.matched or json.loads(mine.patch_json or "[]")
+                      == (fresh.patch if request.phase != "validate" else [])))
+        return (entry if agree else None), fresh
 
     def _instantiate(self, entry: _Entry, request: Request, name: str | None) -> Decision:
         from ..policy.vocab import Action
@@ -247,7 +281,42 @@ def _namespace(request: Request) -> str | None:
 
 
 def _nameable(name: Any) -> bool:
-    return name is None or (isinstance(name, str) and 0 < len(name) <= MAX_NAME and SENTINEL not in name)
+    return name is None or (isinstance(name, str) and MIN_NAME <= len(name) <= MAX_NAME and SENTINEL not in name)
+
+
+@lru_cache(maxsize=4096)
+def _token(name: str) -> re.Pattern:
+    """The name as a whole token: not inside a longer run of letters and digits."""
+    return re.compile(rf"(?<![a-z0-9]){re.escape(name)}(?![a-z0-9])")
+
+
+def _texts(violations: list[Violation]) -> list[tuple]:
+    return [(v.rule, v.action, v.path, v.message, v.hint) for v in violations]
+
+
+def _policy_words(policy: PolicySet) -> frozenset[str]:
+    """Every name and value of the policy (and its parts split at -, ., /): a job named like one of them
+    could be compared against it, so it is not memoized."""
+    words: set[str] = set()
+
+    def add(value: Any) -> None:
+        if isinstance(value, str):
+            words.add(value)
+            words.update(re.split(r"[-./=,:@]", value))
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                add(k)
+                add(v)
+        elif isinstance(value, list | tuple | set | frozenset):
+            for v in value:
+                add(v)
+        elif hasattr(value, "model_dump"):
+            add(value.model_dump(mode="json"))
+
+    for table in (policy.pools, policy.datasets, policy.checkpoints, policy.tiers, policy.quotas):
+        add(table)
+    add(policy.platform)
+    return frozenset(w for w in words if w)
 
 
 def _replay(patcher: Patcher, op: dict) -> None:

@@ -298,6 +298,10 @@ class PoolSpec(Strict):
     nodeSelector: dict[str, str] = Field(
         default_factory=dict, description="Node labels that select the pool; a contradicting user value is denied.")
     tolerations: list[Toleration] = Field(default_factory=list, description="Taints of the pool's nodes to tolerate.")
+    healthSelector: dict[str, str] = Field(
+        default_factory=dict, description="Node labels a usable node of the pool carries (kept by the GPU operator or "
+        "node-problem-detector, e.g. nvidia.com/gpu.healthy: \"true\"); with a cluster view, nodes without them do not "
+        "count as capacity.")
     topology: Topology = Field(description="Topology levels (smallest first) and the default level.")
     capacityNodes: int | None = Field(None, ge=1, description="Nodes in the pool when no cluster view is given.")
     rdma: Rdma | None = Field(None, description="The pool's RDMA fabric; absent means no RDMA (requests are denied).")
@@ -309,7 +313,7 @@ class PoolSpec(Strict):
     preflight: Preflight = Field(default_factory=Preflight,
                                  description="Start-up check of every GPU Pod of the pool (an init container).")
 
-    @field_validator("nodeSelector")
+    @field_validator("nodeSelector", "healthSelector")
     @classmethod
     def _selector(cls, v: dict[str, str]) -> dict[str, str]:
         for key, value in v.items():

@@ -34,7 +34,8 @@ class ServerConfig:
     cluster_files: list[str] = field(default_factory=list)
     reload_interval: float = 2.0
     enable_noop: bool = False  # a no-op admission endpoint: the stack's own floor, for benchmarks
-    cluster_live: bool = False  # watch Nodes and ResourceQuotas through the Kubernetes API
+    cluster_live: bool = False  # watch Nodes, ResourceQuotas and referenced kinds through the Kubernetes API
+    cluster_max_age: float = 180.0  # a live view older than this is stale: /readyz fails, decisions ignore it
 
     @classmethod
     def from_env(cls) -> ServerConfig:
@@ -46,6 +47,7 @@ class ServerConfig:
             reload_interval=float(env.get("TRAINADMIT_RELOAD_INTERVAL", "2")),
             enable_noop=env.get("TRAINADMIT_ENABLE_NOOP") == "1",
             cluster_live=env.get("TRAINADMIT_CLUSTER_LIVE") == "1",
+            cluster_max_age=float(env.get("TRAINADMIT_CLUSTER_MAX_AGE", "180")),
         )
 
 
@@ -61,6 +63,21 @@ def cert_store(cert_file: str, key_file: str) -> CertStore:
         if store is None:
             store = _CERT_STORES[key] = CertStore(cert_file, key_file)
         return store
+
+
+def live_watch_timeout(max_age: float) -> int:
+    """Server-side watch timeout: a quiet watch still confirms the view at least three times per max age."""
+    return int(max(1, min(60, max_age // 3)))
+
+
+def cluster_view_problems(live) -> list[str]:
+    """Why /readyz must fail because of the live cluster view: not synced yet, or stale."""
+    if live is None:
+        return []
+    if not live.synced.is_set():
+        return ["cluster view not synced yet (listing nodes, resource quotas and referenced kinds)"]
+    stale = live.stale()
+    return [stale] if stale else []
 
 
 def _json(body: dict, status: int = 200) -> Response:
@@ -82,7 +99,8 @@ def create_app(config: ServerConfig | None = None) -> Flask:
         from ..cluster.live import LiveCluster
 
         load_config()
-        live = LiveCluster(client.CoreV1Api(), log=lambda message: emit("cluster_view", message=message))
+        live = LiveCluster(client.CoreV1Api(), log=lambda message: emit("cluster_view", message=message),
+                           max_age=config.cluster_max_age, watch_timeout=live_watch_timeout(config.cluster_max_age))
         live.start(threading.Event())
         cluster = live
     certs = cert_store(config.cert_file, config.key_file) if config.cert_file and config.key_file else None
@@ -176,8 +194,7 @@ def create_app(config: ServerConfig | None = None) -> Flask:
             problems.append(f"no policy loaded ({policies.last_error or 'not loaded yet'})")
         if certs is not None and not certs.valid():
             problems.append("serving certificate missing, unreadable or expired")
-        if live is not None and not live.synced.is_set():
-            problems.append("cluster view not synced yet (listing nodes and resource quotas)")
+        problems.extend(cluster_view_problems(live))
         if problems:
             return _json({"status": "not ready", "problems": problems}, 503)
         body = {"status": "ready", "generation": policies.current.generation}  # type: ignore[union-attr]
@@ -187,7 +204,8 @@ def create_app(config: ServerConfig | None = None) -> Flask:
 
     @app.get("/metrics")
     def metrics_endpoint() -> Response:
-        return Response(metrics.render(), mimetype="text/plain; version=0.0.4")
+        body = metrics.render() + (metrics.cluster_view_age(live.age()) if live is not None else b"")
+        return Response(body, mimetype="text/plain; version=0.0.4")
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException) -> Response:

@@ -7,6 +7,7 @@ import os
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client import multiprocess as _mp
+from prometheus_client.core import GaugeMetricFamily
 
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 LABELS = ("webhook", "kind", "operation", "result")
@@ -38,3 +39,23 @@ def render() -> bytes:
         _mp.MultiProcessCollector(registry)
         return generate_latest(registry)
     return generate_latest()
+
+
+class _ViewAge:
+    """The live cluster view's age, read at scrape time from this process's view (each worker
+    watches on its own; a multi-process gauge would report a value from whenever it was last set)."""
+
+    def __init__(self, age: float | None):
+        self.age = age
+
+    def collect(self):
+        family = GaugeMetricFamily("trainadmit_cluster_view_age_seconds",
+                                   "Seconds since the live cluster view was last confirmed current (-1: not synced)")
+        family.add_metric([], -1.0 if self.age is None else self.age)
+        yield family
+
+
+def cluster_view_age(age: float | None) -> bytes:
+    registry = CollectorRegistry()
+    registry.register(_ViewAge(age))
+    return generate_latest(registry)
