@@ -14,10 +14,11 @@ checked against: rule ids, handled kinds), pydantic's version, Python's version 
 Any changed byte is a miss, and a miss loads and validates the directory with the caller's loader,
 as if there were no cache. Nothing is keyed on paths or times.
 
-Never code: the file is JSON (records, the ``vocab`` enums and anything that is not a plain JSON
-value are tagged objects whose only key starts with NUL, a user's such key is escaped the same way);
-reading it can build records and enums, nothing else. A file that is not the user's own, or that
-others may write, is ignored; so is one that does not decode.
+Never code: the file is JSON (records, enums and anything else that is not a plain JSON value are
+tagged objects whose only key starts with NUL; a user's such key is escaped the same way); reading
+it can build records and the enums of trainadmit's own ``vocab`` and ``grammars``, nothing else.
+A file that is not the user's own, or that others may write, is ignored; so is one that does not
+decode.
 """
 
 from __future__ import annotations
