@@ -132,16 +132,28 @@ def test_any_changed_byte_is_a_miss(tmp_path):
     assert cache.cache_key(directory) not in (key, None)
 
 
-@pytest.mark.parametrize("module", ["policy/models.py", "engine/registry.py", "engine/workloads/__init__.py"])
-def test_a_change_to_any_code_is_a_miss(module, tmp_path, monkeypatch):
-    """The models validate, the engine's rule ids and handled kinds are what a policy is checked against."""
+@pytest.mark.parametrize("module, miss", [
+    ("policy/models.py", True), ("grammars/nccl.py", True),  # what validates
+    ("engine/registry.py", True), ("engine/workloads/__init__.py", True),  # rule ids, handled kinds
+    ("engine/concerns/gang.py", True),  # a concern declares rule ids
+    ("cli/render.py", False), ("server/app.py", False),  # above the engine: validation cannot read them
+])
+def test_a_change_to_the_code_validation_reads_is_a_miss(module, miss, tmp_path, monkeypatch):
     code = tmp_path / "trainadmit"
     shutil.copytree(cache._CODE_ROOT, code, ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(cache, "_CODE_ROOT", code)
     before = cache.cache_key(POLICIES)
     changed = code / module
     changed.write_text(changed.read_text() + "\n# one more line\n")
-    assert cache.cache_key(POLICIES) != before
+    assert (cache.cache_key(POLICIES) != before) is miss
+
+
+def test_the_loader_reads_only_the_layers_the_key_covers():
+    """engine.load_policy (the loader the CLI hands the cache) and what it imports stay in the layers
+    whose source is in the key; tests/test_layout.py holds every module to importing downward only."""
+    from test_layout import LAYERS
+
+    assert {name for name, level in LAYERS.items() if level <= LAYERS["engine"]} == set(cache._CODE_LAYERS)
 
 
 def plant(cache_dir: Path, directory: Path, payload_from: Path, mode: int = 0o600) -> Path:

@@ -9,8 +9,10 @@ code) and never imports pydantic.
 
 Never stale: the file name is a SHA-256 over everything the validated set depends on: the bytes
 of every policy file (the loader's own file list, with the paths relative to the directory), the
-source of every module of trainadmit (the models, the loader, and the engine facts a policy is
-checked against: rule ids, handled kinds), pydantic's version, Python's version and this format.
+source of every module a policy's validation can read: ``grammars``, ``policy`` and ``engine``
+(the models, the loader, the engine facts a policy is checked against: rule ids, handled kinds;
+``tests/test_layout.py`` keeps those layers from importing anything above them), pydantic's
+version, Python's version and this format.
 Any changed byte is a miss, and a miss loads and validates the directory with the caller's loader,
 as if there were no cache. Nothing is keyed on paths or times.
 
@@ -42,6 +44,7 @@ from .policyset import PolicySet, SourceRef
 FORMAT = 3
 KEEP_FILES = 16  # cache files kept (one per policy/code version); the oldest beyond go
 _CODE_ROOT = Path(__file__).resolve().parent.parent  # the trainadmit package
+_CODE_LAYERS = ("grammars", "policy", "engine")  # what engine.load_policy can import (layers 0-2)
 _MODELS_MODULE = f"{__package__}.models"
 _SETS = ("pools", "datasets", "checkpoints", "tiers", "quotas", "rules")
 
@@ -212,10 +215,11 @@ def from_payload(payload: dict[str, Any]) -> PolicySet:
 # ---- the key, and the file ---------------------------------------------------------------------
 
 def _code_files(root: Path) -> list[Path]:
-    out = []
-    for folder, dirs, names in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-        out.extend(Path(folder, n) for n in sorted(names) if n.endswith(".py"))
+    out = [root / "__init__.py"]
+    for layer in _CODE_LAYERS:
+        for folder, dirs, names in os.walk(root / layer):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            out.extend(Path(folder, n) for n in sorted(names) if n.endswith(".py"))
     return out
 
 
