@@ -102,14 +102,6 @@ def iter_documents(text: str | IO[str], source: str) -> Iterator[tuple[int, Any]
         raise InputError(f"{source}: not valid YAML or JSON: {exc}") from exc
 
 
-def parse_documents(text: str, source: str) -> list[tuple[int, Any]]:
-    return list(iter_documents(text, source))
-
-
-def parse_text(text: str, source: str) -> list[Item]:
-    return [item for index, doc in parse_documents(text, source) for item in _expand(source, index, doc)]
-
-
 def manifest_files(paths: list[str]) -> list[str]:
     """Every file to read, in order (``-`` for stdin), directories expanded recursively; an
     InputError names a path that does not exist or a directory without manifests."""
