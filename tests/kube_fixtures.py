@@ -65,7 +65,7 @@ EXTRA_POLICY = [CANARY_POOL, URGENT_TIER]
 # the policy phases of the tier: the bundled target (1.37, native Job.spec.scheduling), and the policy
 # retargeted at this 1.36 apiserver with each gang backend it can hold
 PHASES: dict[str, dict] = {"default": {}}
-PHASES.update({name: {"kubernetesVersion": "1.36", **BACKENDS[name]}
+PHASES.update({name: {"kubernetesVersion": "1.36", "featureGates": ["GenericWorkload"], **BACKENDS[name]}
                for name in ("native-podgroup", "coscheduling", "volcano", "kueue")})
 
 
