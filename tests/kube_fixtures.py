@@ -172,7 +172,13 @@ class Cluster:
 
 @pytest.fixture(scope="session")
 def cluster(control_plane: ControlPlane) -> Cluster:
-    cp, http = control_plane, control_plane.http
+    return install_cluster(control_plane)
+
+
+def install_cluster(cp: ControlPlane) -> Cluster:
+    """What an operator installs, and the cluster to decide against (see the module doc); bench/e2e.py
+    builds the same cluster."""
+    http = cp.http
     deploy = load_manifests(*(DEPLOY / f for f in ("namespace.yaml", "serviceaccount.yaml", "rbac.yaml",
                                                    "priorityclasses.yaml")))
     cp.apply(deploy)
