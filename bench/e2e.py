@@ -12,12 +12,16 @@ apiserver. Three modes, alternating round by round so that machine noise hits th
 - ``none``: no webhook configuration at all;
 - ``noop``: deploy/'s two webhook configurations verbatim (rules, matchConditions, timeouts) but
   pointed at ``/noop``, which answers allowed without reading the object: the stack's own floor;
+- ``noop-patch``: the mutating webhook pointed at ``/noop-patch``, which answers with the patch
+  trainadmit gave the first Job it saw there, without deciding (the validating one at ``/noop``):
+  what the same mutation costs the apiserver (a bigger object to patch, validate, track in
+  managedFields, send to the validating webhook and store), with no engine;
 - ``trainadmit``: the same configurations pointed at ``/mutate`` and ``/validate``.
 
 Each round creates ``--jobs`` GPU Jobs (examples/llama-pretrain.yaml, a new name each) from
 ``--clients`` concurrent clients, each with its own keep-alive connection, then deletes them. A mode
-switch waits until the apiserver answers a dry-run create the way the new mode would (mutated or
-not, webhooks called or not). Reported per mode: creates/s, p50 and p99 latency, errors (medians over
+switch waits until a dry-run create reaches exactly the new mode's endpoints (trainadmit's own
+request counters by endpoint). Reported per mode: creates/s, p50 and p99 latency, errors (medians over
 rounds; errors summed), and trainadmit : noop ratios.
 """
 
@@ -51,7 +55,6 @@ from kube_fixtures import DEPLOY, install_cluster  # noqa: E402
 from trainadmit.certs import pki  # noqa: E402
 
 NAMESPACE = "team-nlp"
-APPLIED = "trainadmit.io/applied"
 WEBHOOKS = (("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration"),
             ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration"))
 APISERVER_ARGS = ["--disable-admission-plugins=TaintNodesByCondition"]  # no node controller lifts that taint
@@ -98,24 +101,40 @@ class Modes:
         base = f"https://127.0.0.1:{port}"
         docs = load_manifests(DEPLOY / "webhooks.yaml")
         self.configs = {"trainadmit": webhook_configs_for_url(docs, base, ca.read_bytes())}
-        noop = copy.deepcopy(self.configs["trainadmit"])
-        for cfg in noop:
-            for hook in cfg["webhooks"]:
-                hook["clientConfig"]["url"] = base + "/noop"
-        self.configs["noop"] = noop
+        for mode, mutate in (("noop", "/noop"), ("noop-patch", "/noop-patch")):
+            configs = copy.deepcopy(self.configs["trainadmit"])
+            for cfg in configs:
+                for hook in cfg["webhooks"]:
+                    hook["clientConfig"]["url"] = base + (mutate if cfg["kind"].startswith("Mutating") else "/noop")
+            self.configs[mode] = configs
+        self.endpoints = {"none": set(), "noop": {"noop"}, "noop-patch": {"noop-patch", "noop"},
+                          "trainadmit": {"mutate", "validate"}}
+        self.metrics_url, self.ca = f"{base}/metrics", ca
         self.probe = job_template()
         self.probe["metadata"]["name"] = "bench-probe"
 
+    def _served(self) -> dict[str, float]:
+        """trainadmit's answered requests by endpoint (its own /metrics)."""
+        import re
+        import ssl
+
+        ctx = ssl.create_default_context(cafile=str(self.ca))
+        with urllib.request.urlopen(self.metrics_url, context=ctx, timeout=5) as r:
+            text = r.read().decode()
+        out: dict[str, float] = {}
+        for m in re.finditer(r'^trainadmit_admission_requests_total\{([^}]*)\} (\S+)$', text, re.M):
+            webhook = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1))).get("webhook", "")
+            out[webhook] = out.get(webhook, 0.0) + float(m.group(2))
+        return out
+
     def _behaves(self, mode: str) -> bool:
-        before = self.cp.webhook_calls()
+        before = self._served()
         try:
-            stored = self.cp.http.create(self.probe, dry_run=True)
+            self.cp.http.create(self.probe, dry_run=True)
         except KubeError:
             return False
-        called = self.cp.webhook_calls() != before
-        mutated = APPLIED in (stored["metadata"].get("annotations") or {})
-        return {"none": not called and not mutated, "noop": called and not mutated,
-                "trainadmit": called and mutated}[mode]
+        after = self._served()
+        return {w for w in after if after[w] != before.get(w, 0.0)} == self.endpoints[mode]
 
     def use(self, mode: str) -> None:
         if mode == "none":
@@ -210,7 +229,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=300, help="creates per round")
     parser.add_argument("--rounds", type=int, default=2, help="alternating rounds (medians are reported)")
     parser.add_argument("--workers", type=int, default=2, help="trainadmit server processes")
-    parser.add_argument("--modes", default="none,noop,trainadmit")
+    parser.add_argument("--modes", default="none,noop,noop-patch,trainadmit")
     args = parser.parse_args()
     assets = os.environ.get("KUBEBUILDER_ASSETS")
     if not assets:
@@ -258,6 +277,14 @@ def main() -> None:
         t, n = agg["trainadmit"], agg["noop"]
         print(f"\ntrainadmit : noop  creates/s {t['rate'] / n['rate']:.2f}x (target >= 0.9)  "
               f"p99 {t['p99'] / n['p99']:.2f}x (target <= 1.2)  p50 {t['p50'] / n['p50']:.2f}x")
+    if "noop-patch" in agg and "noop" in agg:
+        t, n = agg["noop-patch"], agg["noop"]
+        print(f"noop-patch : noop  creates/s {t['rate'] / n['rate']:.2f}x  p99 {t['p99'] / n['p99']:.2f}x  "
+              "(the mutation's own cost, no engine)")
+    if "noop-patch" in agg and "trainadmit" in agg:
+        t, n = agg["trainadmit"], agg["noop-patch"]
+        print(f"trainadmit : noop-patch  creates/s {t['rate'] / n['rate']:.2f}x  p99 {t['p99'] / n['p99']:.2f}x  "
+              "(the engine's cost)")
     if "none" in agg and "noop" in agg:
         n, z = agg["noop"], agg["none"]
         print(f"noop : none        creates/s {n['rate'] / z['rate']:.2f}x  p99 {n['p99'] / z['p99']:.2f}x")
