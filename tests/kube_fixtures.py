@@ -65,7 +65,7 @@ EXTRA_POLICY = [CANARY_POOL, URGENT_TIER]
 # the policy phases of the tier: the bundled target (1.37, native Job.spec.scheduling), and the policy
 # retargeted at this 1.36 apiserver with each gang backend it can hold
 PHASES: dict[str, dict] = {"default": {}}
-PHASES.update({name: {"kubernetesVersion": "1.36", **BACKENDS[name]}
+PHASES.update({name: {"kubernetesVersion": "1.36", "featureGates": ["GenericWorkload"], **BACKENDS[name]}
                for name in ("native-podgroup", "coscheduling", "volcano", "kueue")})
 
 
@@ -172,7 +172,13 @@ class Cluster:
 
 @pytest.fixture(scope="session")
 def cluster(control_plane: ControlPlane) -> Cluster:
-    cp, http = control_plane, control_plane.http
+    return install_cluster(control_plane)
+
+
+def install_cluster(cp: ControlPlane) -> Cluster:
+    """What an operator installs, and the cluster to decide against (see the module doc); bench/e2e.py
+    builds the same cluster."""
+    http = cp.http
     deploy = load_manifests(*(DEPLOY / f for f in ("namespace.yaml", "serviceaccount.yaml", "rbac.yaml",
                                                    "priorityclasses.yaml")))
     cp.apply(deploy)

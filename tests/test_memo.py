@@ -121,3 +121,61 @@ def test_custom_rule_results_follow_the_fields_they_read():
     warned = memo.decide(Request(copy.deepcopy(low)))
     same(warned, decide(policy, Request(copy.deepcopy(low))))
     assert "custom.memory-per-gpu" in {v.rule for v in warned.warnings} - {v.rule for v in ok.warnings}
+
+
+def as_validated(job: dict, uid: str) -> dict:
+    """A Job as /validate receives it: the apiserver gave it a uid and derived its selector and template
+    labels from it (the Job strategy runs between the mutating and the validating webhooks)."""
+    out = copy.deepcopy(job)
+    out["metadata"]["uid"] = uid
+    labels = {"batch.kubernetes.io/controller-uid": uid, "controller-uid": uid,
+              "batch.kubernetes.io/job-name": out["metadata"]["name"], "job-name": out["metadata"]["name"]}
+    out["spec"]["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
+    template_meta = out["spec"]["template"].setdefault("metadata", {})
+    template_meta["labels"] = {**(template_meta.get("labels") or {}), **labels}
+    return out
+
+
+def test_jobs_at_validate_with_their_own_uids_share_an_entry():
+    policy = policy_for("coscheduling")
+    memo = Memo(policy)
+    job = load_yaml(FIXTURES.parent.parent / "examples" / "llama-pretrain.yaml")[0]
+    for i in range(5):
+        sub = copy.deepcopy(job)
+        sub["metadata"]["name"] = f"llama-{i}"
+        mutated = decide(policy, Request(copy.deepcopy(sub))).mutated
+        validated = as_validated(mutated, f"6b0e5f7a-0000-4000-8000-00000000000{i}")
+        same(memo.decide(Request(copy.deepcopy(validated), phase="validate")),
+             decide(policy, Request(copy.deepcopy(validated), phase="validate")))
+        damaged = copy.deepcopy(validated)  # a lost injection is still seen, whatever the uid
+        del damaged["spec"]["template"]["spec"]["tolerations"]
+        lost = memo.decide(Request(copy.deepcopy(damaged), phase="validate"))
+        same(lost, decide(policy, Request(copy.deepcopy(damaged), phase="validate")))
+        assert not lost.allowed
+    assert memo.hits == 8 and memo.misses == 2, (memo.hits, memo.misses, memo.bypassed)
+
+
+@given(text=st.text(alphabet="ab-.\"x0:", max_size=60), name=st.sampled_from(["ab", "a-b", "x0", "b.a"]))
+def test_token_replacement_by_find_equals_the_regex(text, name):
+    from trainadmit.engine.memo import _tokens_replaced
+
+    assert _tokens_replaced(text, name, "S") == _token(name).sub("S", text)
+
+
+def test_an_exempt_users_decision_is_never_given_to_another_user(tmp_path):
+    """Same object, one user exempt (Platform.spec.exemptUsers / exemptGroups) and one not: each gets their
+    own decision, in either order."""
+    from conftest import write_policy
+
+    from trainadmit.engine import load_policy
+
+    policy = load_policy(write_policy(tmp_path, {"exemptUsers": ["break-glass"], "exemptGroups": ["sre"]}))
+    job = load_yaml(FIXTURES.parent.parent / "examples" / "llama-pretrain.yaml")[0]
+    users = [{"username": "alice", "groups": ["team-nlp"]}, {"username": "break-glass", "groups": []},
+             {"username": "bob", "groups": ["sre"]}, {"username": "carol", "groups": []}]
+    for order in (users, users[::-1]):
+        memo = Memo(policy)
+        for user in order:
+            got = memo.decide(Request(copy.deepcopy(job), user=user))
+            same(got, decide(policy, Request(copy.deepcopy(job), user=user)))
+            assert got.matched == (user["username"] in ("alice", "carol")), user

@@ -140,6 +140,7 @@ class ClusterView(Protocol):
 
 class NoCluster:
     name = "none"
+    constant = True  # every answer is the same, always (the memo need not ask again)
 
     def pool_nodes(self, pool: PoolSpec) -> int | None:
         return None

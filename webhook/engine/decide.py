@@ -27,16 +27,24 @@ from .shape import MALFORMED, shape_problems
 from .workloads import HANDLED_KINDS, Workload, adapter_for, workload_of
 
 
-def match(policy: PolicySet, obj: Any, namespace: str | None, user: dict | None = None) -> tuple[Workload | None, str]:
-    """The Workload when the policy applies to ``obj``, else None and the reason it does not."""
+def exempt_user(policy: PolicySet, user: dict | None) -> str:
+    """Why the requesting user is left alone (Platform.spec.exemptUsers / exemptGroups), or ""."""
     if user:
         name, groups = user.get("username"), user.get("groups")
         if isinstance(name, str) and name in policy.platform.exemptUsers:
-            return None, f"user {name} is exempt (Platform.spec.exemptUsers): left alone"
+            return f"user {name} is exempt (Platform.spec.exemptUsers): left alone"
         if isinstance(groups, list):
             exempt = [g for g in groups if isinstance(g, str) and g in policy.platform.exemptGroups]
             if exempt:
-                return None, f"group {exempt[0]} is exempt (Platform.spec.exemptGroups): left alone"
+                return f"group {exempt[0]} is exempt (Platform.spec.exemptGroups): left alone"
+    return ""
+
+
+def match(policy: PolicySet, obj: Any, namespace: str | None, user: dict | None = None) -> tuple[Workload | None, str]:
+    """The Workload when the policy applies to ``obj``, else None and the reason it does not."""
+    exempt = exempt_user(policy, user)
+    if exempt:
+        return None, exempt
     if not isinstance(obj, dict):
         return None, "not a Kubernetes object"
     workload = workload_of(obj)

@@ -33,7 +33,9 @@ class ServerConfig:
     key_file: str | None = None
     cluster_files: list[str] = field(default_factory=list)
     reload_interval: float = 2.0
-    enable_noop: bool = False  # a no-op admission endpoint: the stack's own floor, for benchmarks
+    # no-op admission endpoints, the stack's own floors for benchmarks: /noop answers allowed; /noop-patch
+    # answers with the patch trainadmit gave the first object of that kind, without deciding
+    enable_noop: bool = False
     cluster_live: bool = False  # watch Nodes, ResourceQuotas and referenced kinds through the Kubernetes API
     cluster_max_age: float = 180.0  # a live view older than this is stale: /readyz fails, decisions ignore it
 
@@ -116,6 +118,8 @@ def create_app(config: ServerConfig | None = None) -> Flask:
     threading.Thread(target=reload_loop, name="policy-reload", daemon=True).start()
     app.extensions["trainadmit"] = {"policies": policies, "certs": certs, "config": config}
 
+    replayed: dict[str, list | None] = {}  # /noop-patch: the patch of the first object of each kind
+
     def admit(webhook: str) -> Response:
         started = time.perf_counter()
         try:
@@ -136,6 +140,10 @@ def create_app(config: ServerConfig | None = None) -> Flask:
             result = response(review.uid, False, code=400, reason="BadRequest", message=review.problem)
         elif webhook == "noop" or review.sub_resource or review.operation in ("DELETE", "CONNECT"):
             result = response(review.uid, True)
+        elif webhook == "noop-patch":  # the floor of a mutating webhook: no decision, the first patch replayed
+            if kind not in replayed:
+                replayed[kind] = decide(policy, Request(review.obj, namespace=review.namespace)).patch or None
+            result = response(review.uid, True, patch=replayed[kind])
         else:
             req = Request(review.obj, operation=review.operation, old=review.old, namespace=review.namespace,
                           user=review.user, dry_run=review.dry_run, phase=webhook)
@@ -161,7 +169,7 @@ def create_app(config: ServerConfig | None = None) -> Flask:
         elapsed = time.perf_counter() - started
         metrics.REQUESTS.labels(webhook, kind, review.operation, outcome).inc()
         metrics.LATENCY.labels(webhook, kind, review.operation, outcome).observe(elapsed)
-        if webhook != "noop":
+        if not webhook.startswith("noop"):
             obj_meta = review.obj.get("metadata") if isinstance(review.obj, dict) else None
             name = review.name or (obj_meta.get("generateName") if isinstance(obj_meta, dict) else None)
             emit("decision", uid=review.uid, webhook=webhook, kind=kind, operation=review.operation,
@@ -182,6 +190,10 @@ def create_app(config: ServerConfig | None = None) -> Flask:
         @app.post("/noop")
         def noop() -> Response:
             return admit("noop")
+
+        @app.post("/noop-patch")
+        def noop_patch() -> Response:
+            return admit("noop-patch")
 
     @app.get("/healthz")
     def healthz() -> Response:
