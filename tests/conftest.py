@@ -27,6 +27,17 @@ EXAMPLES = ROOT / "examples"
 K8S_VERSION = "1.37.0"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def policy_cache_dir(tmp_path_factory):
+    """`check` keeps validated policy sets in $TRAINADMIT_CACHE_DIR (else ~/.cache/trainadmit):
+    the tests, and the programs they start, keep theirs in a temporary directory."""
+    directory = tmp_path_factory.mktemp("policy-cache")
+    patch = pytest.MonkeyPatch()
+    patch.setenv("TRAINADMIT_CACHE_DIR", str(directory))
+    yield directory
+    patch.undo()
+
+
 @pytest.fixture(scope="session")
 def policy():
     return load_policy(POLICIES)

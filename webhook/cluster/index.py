@@ -20,10 +20,13 @@ import threading
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..engine.clusterview import Capacity, Presence, RefKind, Unusable
 from ..grammars.quantity import QuantityError, parse_quantity
-from ..policy.models import NodeLabelRequirement, PoolSpec, TopologyLevel
+
+if TYPE_CHECKING:  # types only: `check --cluster` runs on cached policy records too (policy.cache)
+    from ..policy.models import NodeLabelRequirement, PoolSpec, TopologyLevel
 
 USABLE, CORDONED, UNUSABLE = 0, 1, 2
 MAX_CAPACITY_INDICES = 64

@@ -23,10 +23,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from ..policy.models import Action, NodeLabelRequirement, PoolSpec, TopologyLevel
+from ..policy.vocab import Action
 from .concern import Concern, rule
+
+if TYPE_CHECKING:  # types only: the engine runs on cached policy records too (policy.cache)
+    from ..policy.models import NodeLabelRequirement, PoolSpec, TopologyLevel
 
 VIEW_STALE = rule("cluster.view-stale", Action.deny,
                   "the live cluster view is older than the server's --cluster-max-age: the decision was made "

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from ..policy import PolicySet
-from ..policy.models import Action, Enforceable
+from ..policy.vocab import Action, Enforceable
 from .clusterview import ClusterView
 from .concern import Concern, RuleId, rule
 from .decision import Injection, Source, Violation

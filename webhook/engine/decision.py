@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..policy.models import Action
+from ..policy.vocab import Action
 from .paths import Path, field_path, pointer
 
 

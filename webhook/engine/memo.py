@@ -40,7 +40,7 @@ import orjson
 
 from ..grammars.cel import object_reads
 from ..policy import PolicySet
-from ..policy.models import Action
+from ..policy.vocab import Action
 from .clusterview import ClusterView, NoCluster
 from .concerns import custom
 from .context import Context

@@ -7,7 +7,7 @@ against, what `check --explain` cites and what the policy reference documents.
 
 from __future__ import annotations
 
-from ..policy.models import Action
+from ..policy.vocab import Action
 from . import clusterview, context, final_state, intent, shape
 from .concern import Concern, RuleId
 from .concerns import (

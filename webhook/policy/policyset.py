@@ -14,21 +14,22 @@ import difflib
 import fnmatch
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .compiled import CompiledRule, compile_rules
-from .models import (
-    Action,
-    CheckpointClassSpec,
-    DatasetSpec,
-    Enforceable,
-    GangBackend,
-    Platform,
-    PlatformSpec,
-    PoolSpec,
-    PriorityTierSpec,
-    QuotaSpec,
-    RuleSpec,
-)
+from .vocab import Action, Enforceable, GangBackend
+
+if TYPE_CHECKING:  # types only: a cached set holds plain records of these (cache), not pydantic models
+    from .models import (
+        CheckpointClassSpec,
+        DatasetSpec,
+        Platform,
+        PlatformSpec,
+        PoolSpec,
+        PriorityTierSpec,
+        QuotaSpec,
+        RuleSpec,
+    )
 
 DEFAULT_SCHEDULER = "default-scheduler"
 BACKEND_SCHEDULERS = {GangBackend.volcano: "volcano", GangBackend.coscheduling: "scheduler-plugins-scheduler"}

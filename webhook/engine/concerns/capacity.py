@@ -18,7 +18,7 @@ plus the user's), so a node tainted for another team does not count for this wor
 
 from __future__ import annotations
 
-from ...policy.models import Action
+from ...policy.vocab import Action
 from ..concern import Concern, rule
 from ..context import Context
 from ..workloads import Workload

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import json
 
-from ...policy.models import Action, Enforceable, GangBackend
 from ...policy.policyset import NATIVE_PODGROUP_APIS, TOPOLOGY_GATE, native_podgroup_api
+from ...policy.vocab import Action, Enforceable, GangBackend
 from ..concern import Concern, rule
 from ..context import Context
 from ..decision import Source

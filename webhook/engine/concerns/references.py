@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...policy.models import Action
+from ...policy.vocab import Action
 from ..clusterview import (
     KUEUE_LOCAL_QUEUE,
     NETWORK_ATTACHMENT,
