@@ -170,9 +170,20 @@ class Cluster:
     nodes: list[dict]
 
 
+_INSTALLED: dict[int, Cluster] = {}
+
+
 @pytest.fixture(scope="session")
 def cluster(control_plane: ControlPlane) -> Cluster:
-    return install_cluster(control_plane)
+    return cluster_on(control_plane)
+
+
+def cluster_on(cp: ControlPlane) -> Cluster:
+    """The session's cluster on ``cp``, installed on first use (for a module that names its own fixture
+    ``cluster`` and so cannot request this one)."""
+    if id(cp) not in _INSTALLED:
+        _INSTALLED[id(cp)] = install_cluster(cp)
+    return _INSTALLED[id(cp)]
 
 
 def install_cluster(cp: ControlPlane) -> Cluster:
