@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench bench-e2e clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,12 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/engine.py
+
+# Job creates through a real kube-apiserver: no webhook, the no-op pair, the replayed patch, trainadmit.
+# KUBEBUILDER_ASSETS names a folder with kube-apiserver and etcd (default: the workplace's, as in .ci/run).
+bench-e2e: $(STAMP)
+	@test -n "$$KUBEBUILDER_ASSETS" || ../shared/k8s/control-plane assets $(VENV)/k8s-assets >/dev/null
+	KUBEBUILDER_ASSETS=$${KUBEBUILDER_ASSETS:-$(CURDIR)/$(VENV)/k8s-assets} $(BIN)/python bench/e2e.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -57,7 +57,7 @@ def engine_cost(seconds: float) -> None:
         pairs = []
         deadline = time.perf_counter() + seconds
         while time.perf_counter() < deadline or len(pairs) < 5:  # alternate, so noise hits both alike
-            pairs.append((per_call(decision, raw, without, 50), per_call(decision, raw, with_it, 50)))
+            pairs.append((per_call(decision, [raw], without, None, 50), per_call(decision, [raw], with_it, None, 50)))
         base = statistics.median(p[0] for p in pairs)
         new = statistics.median(p[1] for p in pairs)
         print(f"{label:<28}{base * 1e6:>12.1f}{new * 1e6:>10.1f}{new / base:>8.2f}")

@@ -17,9 +17,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..cluster.access import CERTS_LEASE
+from ..cluster.kube import Permission
 from . import pki
 
 SECRET_KEYS = ("tls.crt", "tls.key", "ca.crt", "ca.key")
+SECRET = "trainadmit-tls"
+WEBHOOK_CONFIGURATION = "trainadmit"
+# what reconcile() and inject_live() call (deploy/base/rbac.yaml grants exactly this, with the Lease's)
+PERMISSIONS: tuple[Permission, ...] = (
+    Permission("", "secrets", ("get", "update"), (SECRET,), namespaced=True),
+    Permission("", "secrets", ("create",), namespaced=True),  # create cannot be limited by name
+    Permission("admissionregistration.k8s.io", "mutatingwebhookconfigurations", ("get", "update"),
+               (WEBHOOK_CONFIGURATION,)),
+    Permission("admissionregistration.k8s.io", "validatingwebhookconfigurations", ("get", "update"),
+               (WEBHOOK_CONFIGURATION,)),
+)
 
 
 def _b64(data: bytes) -> str:
@@ -33,9 +46,9 @@ class CertController:
     admission: object  # kubernetes.client.AdmissionregistrationV1Api
     namespace: str = "trainadmit-system"
     service: str = "trainadmit"
-    secret: str = "trainadmit-tls"
-    lease: str = "trainadmit-certs"
-    webhook: str = "trainadmit"
+    secret: str = SECRET
+    lease: str = CERTS_LEASE
+    webhook: str = WEBHOOK_CONFIGURATION
     identity: str = "trainadmit"
     lease_seconds: int = 60
     clock: Callable[[], dt.datetime] = pki.utcnow

@@ -18,12 +18,24 @@ from referencing import Registry, Resource
 from trainadmit.engine import load_policy
 
 ROOT = Path(__file__).resolve().parent.parent
+pytest_plugins = ["kube_fixtures"]  # the integration tier's control plane (tests/integration)
 
 
 FIXTURES = ROOT / "tests" / "fixtures"
 POLICIES = ROOT / "policies"
 EXAMPLES = ROOT / "examples"
 K8S_VERSION = "1.37.0"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def policy_cache_dir(tmp_path_factory):
+    """`check` keeps validated policy sets in $TRAINADMIT_CACHE_DIR (else ~/.cache/trainadmit):
+    the tests, and the programs they start, keep theirs in a temporary directory."""
+    directory = tmp_path_factory.mktemp("policy-cache")
+    patch = pytest.MonkeyPatch()
+    patch.setenv("TRAINADMIT_CACHE_DIR", str(directory))
+    yield directory
+    patch.undo()
 
 
 @pytest.fixture(scope="session")
@@ -63,9 +75,9 @@ def deep(obj):
 
 
 @cache
-def _validator(kind: str, api_version: str) -> jsonschema.Draft202012Validator:
+def _validator(kind: str, api_version: str, version: str = K8S_VERSION) -> jsonschema.Draft202012Validator:
     base = importlib_resources.files("kubernetes_validate").joinpath(
-        f"kubernetes-json-schema/v{K8S_VERSION}-local-strict")
+        f"kubernetes-json-schema/v{version}-local-strict")
     group_version = api_version.split("/")
     if len(group_version) == 1:
         suffix = group_version[0]
@@ -78,9 +90,9 @@ def _validator(kind: str, api_version: str) -> jsonschema.Draft202012Validator:
     return jsonschema.Draft202012Validator(schema, registry=registry)
 
 
-def schema_errors(obj: dict) -> list[str]:
-    """Every error of ``obj`` against the official Kubernetes 1.37 strict OpenAPI schema."""
-    validator = _validator(obj["kind"], obj["apiVersion"])
+def schema_errors(obj: dict, version: str = K8S_VERSION) -> list[str]:
+    """Every error of ``obj`` against the official strict OpenAPI schema of Kubernetes ``version`` (1.37)."""
+    validator = _validator(obj["kind"], obj["apiVersion"], version)
     return sorted(f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(obj))
 
 

@@ -1,4 +1,8 @@
-"""A minimal Kubernetes API server for the controllers' tests (there is no cluster here).
+"""A minimal Kubernetes API server for the controllers' unit tests (the integration tier runs the real one).
+
+Kept for what is fast in-process and what the tier's 1.36 apiserver cannot show: creating the 1.37
+``scheduling.k8s.io/v1beta1`` PodGroups of the native pod-group backend, and Pods with the init
+container statuses a kubelet would write (the tier has no kubelet) for the preflight status.
 
 It speaks the real wire protocol the official ``kubernetes`` client uses (JSON over HTTP, Status
 objects for errors) with the semantics that matter for a controller: 404 for absent objects, 409 on
@@ -158,25 +162,6 @@ class FakeAPIServer:
             obj.setdefault("metadata", {})["resourceVersion"] = str(self.version)
             self.objects[path] = obj
 
-    def apis(self):
-        from kubernetes import client
-
-        config = client.Configuration()
-        config.host = f"http://127.0.0.1:{self.port}"
-        api = client.ApiClient(config)
-        return client.CoreV1Api(api), client.CoordinationV1Api(api), client.AdmissionregistrationV1Api(api)
-
     def close(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
-
-
-def path_of(kind: str, name: str, namespace: str = "trainadmit-system") -> str:
-    return {
-        "Secret": f"/api/v1/namespaces/{namespace}/secrets/{name}",
-        "Lease": f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}",
-        "MutatingWebhookConfiguration": f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{name}",
-        "ValidatingWebhookConfiguration": f"/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/{name}",
-    }[kind]
-
-

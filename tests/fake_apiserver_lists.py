@@ -19,9 +19,18 @@ class ListWatchServer:
                  oldest_rv: int = 0):
         self.lists, self.events, self.list_rv, self.oldest_rv = lists, events, list_rv, oldest_rv
         self.calls: list[str] = []
+        self.conns: set = set()
         server = self
 
         class Handler(JSONHandler):
+            def setup(self) -> None:
+                super().setup()
+                server.conns.add(self.connection)
+
+            def finish(self) -> None:
+                server.conns.discard(self.connection)
+                super().finish()
+
             def do_GET(self) -> None:
                 url = urlparse(self.path)
                 q = {k: v[0] for k, v in parse_qs(url.query).items()}
@@ -62,5 +71,13 @@ class ListWatchServer:
         return client.CoreV1Api(client.ApiClient(config))
 
     def close(self) -> None:
+        """Stop listening and cut the clients' kept-alive connections (else their handler threads keep
+        serving them, and the "gone" apiserver still answers)."""
+        import contextlib
+        import socket
+
         self.httpd.shutdown()
         self.httpd.server_close()
+        for conn in list(self.conns):
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)

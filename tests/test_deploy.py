@@ -13,7 +13,6 @@ import yaml
 from conftest import EXAMPLES, FIXTURES, POLICIES, ROOT, load_yaml, review, schema_errors
 from helpers import with_gpus
 
-from trainadmit.cluster.reconciler import podgroup_kinds
 from trainadmit.engine import match
 from trainadmit.engine.workloads import ADAPTERS, adapter_for
 
@@ -41,7 +40,7 @@ def test_every_manifest_is_valid_for_1_37(overlay):
     objs = render(overlay)
     kinds = {o["kind"] for o in objs}
     assert {"Namespace", "ServiceAccount", "ClusterRole", "Deployment", "PodDisruptionBudget", "Service",
-            "ConfigMap", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"} <= kinds
+            "ConfigMap", "PriorityClass", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"} <= kinds
     for obj in objs:
         if obj["kind"] in CERT_MANAGER_KINDS:
             assert overlay == "cert-manager"
@@ -70,31 +69,81 @@ def test_deployment_is_replicated_and_restricted():
     assert pdb["spec"]["selector"]["matchLabels"] == dep["spec"]["selector"]["matchLabels"]
 
 
-def test_rbac_is_least_privilege():
+def _granted(objs) -> set[tuple]:
+    """(group, resource, verb, name or "", namespaced) for every rule of trainadmit's roles."""
+    out = set()
+    for kind, namespaced in (("ClusterRole", False), ("Role", True)):
+        for rule in one(objs, kind)["rules"]:
+            for g in rule["apiGroups"]:
+                for r in rule["resources"]:
+                    for v in rule["verbs"]:
+                        for n in rule.get("resourceNames") or [""]:
+                            out.add((g, r, v, n, namespaced))
+    return out
+
+
+def declared_permissions():
+    from trainadmit.certs.incluster import PERMISSIONS as CERTS
+    from trainadmit.cluster.access import LEASE_PERMISSIONS, reconciler_permissions
+    from trainadmit.cluster.live import PERMISSIONS as VIEW
+    from trainadmit.cluster.preflight_status import PERMISSIONS as PREFLIGHT
+
+    return (*VIEW, *reconciler_permissions(), *PREFLIGHT, *LEASE_PERMISSIONS, *CERTS)
+
+
+def test_rbac_grants_exactly_what_the_code_calls():
     objs = render("default")
+    declared = {(p.group, p.resource, v, n, p.namespaced) for p in declared_permissions() for v in p.verbs
+                for n in (p.names or ("",))}
+    granted = _granted(objs)
+    assert granted - declared == set(), "deploy/base/rbac.yaml grants more than the server calls"
+    assert declared - granted == set(), "deploy/base/rbac.yaml lacks what the server calls"
     cluster = one(objs, "ClusterRole")
-    writes = {(g, r) for rule in cluster["rules"] for g in rule["apiGroups"] for r in rule["resources"]
-              if set(rule["verbs"]) & {"create", "update", "patch", "delete"}}
-    assert writes == {("scheduling.k8s.io", "podgroups"), ("scheduling.x-k8s.io", "podgroups"),
-                      ("scheduling.volcano.sh", "podgroups"),
-                      ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"),
-                      ("admissionregistration.k8s.io", "validatingwebhookconfigurations"),
-                      # the preflight status: an annotation on the workloads whose Pods it reads, and Events
-                      ("batch", "jobs"), ("kubeflow.org", "pytorchjobs"), ("kubeflow.org", "mpijobs"),
-                      ("ray.io", "rayclusters"), ("batch.volcano.sh", "jobs"), ("", "events")}
-    status_writes = {(g, r): rule["verbs"] for rule in cluster["rules"] for g in rule["apiGroups"]
-                     for r in rule["resources"] if (g, r) in writes and r != "podgroups"
-                     and g != "admissionregistration.k8s.io"}
-    assert all(set(verbs) & {"create", "update", "delete"} == ({"create"} if r == "events" else set())
-               for (_, r), verbs in status_writes.items()), status_writes  # patch only; Events are only created
+    assert not any("*" in rule["verbs"] or "*" in rule["resources"] for rule in cluster["rules"])
+    writes = {(g, r, v) for (g, r, v, _, ns) in granted if v in ("create", "update", "patch", "delete") and not ns}
+    assert {(g, r) for g, r, _ in writes if r != "podgroups"} == {
+        ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"),
+        ("admissionregistration.k8s.io", "validatingwebhookconfigurations"),
+        # the preflight status: an annotation on the workloads whose Pods it reads, and Events
+        ("batch", "jobs"), ("kubeflow.org", "pytorchjobs"), ("kubeflow.org", "mpijobs"), ("ray.io", "rayclusters"),
+        ("batch.volcano.sh", "jobs"), ("", "events")}
+    # workloads are only patched (never created, replaced or deleted); Events and PodGroups only created
+    assert {v for g, r, v in writes if r in ("events", "podgroups")} == {"create"}
+    assert {v for g, r, v in writes if r in ("jobs", "pytorchjobs", "mpijobs", "rayclusters")} == {"patch"}
     webhook_rule = next(r for r in cluster["rules"] if "admissionregistration.k8s.io" in r["apiGroups"])
     assert webhook_rule["resourceNames"] == ["trainadmit"]
-    assert not any("*" in rule["verbs"] or "*" in rule["resources"] for rule in cluster["rules"])
-    reads = {(g, r) for rule in cluster["rules"] for g in rule["apiGroups"] for r in rule["resources"]
-             if "list" in rule["verbs"]}
-    assert {(group, plural) for group, _, plural in podgroup_kinds()} <= reads  # what the reconciler lists
     role = one(objs, "Role")
     assert all(r["resources"] in (["secrets"], ["leases"]) for r in role["rules"])
+
+
+def test_every_podgroup_the_engine_asks_for_is_in_the_reconcilers_rbac(tmp_path):
+    from conftest import BACKENDS, write_policy
+
+    from trainadmit.cluster.access import PODGROUP_GROUPS
+    from trainadmit.cluster.reconciler import PLURALS
+    from trainadmit.engine import Request, decide, load_policy
+
+    seen = set()
+    for name, platform in BACKENDS.items():
+        policy = load_policy(write_policy(tmp_path / name, platform))
+        for obj in _objects():
+            for companion in decide(policy, Request(obj, namespace="team-nlp")).companions:
+                seen.add((companion["apiVersion"].split("/")[0], companion["kind"]))
+    assert seen, "the backends ask for PodGroups"
+    assert {g for g, _ in seen} <= set(PODGROUP_GROUPS) and {k for _, k in seen} <= set(PLURALS)
+
+
+def test_priority_classes_are_current_and_cover_every_tier(policy):
+    generated = subprocess.run([sys.executable, "-m", "trainadmit.cli", "policy", "priorityclasses", str(POLICIES)],
+                               capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    assert (ROOT / "deploy" / "base" / "priorityclasses.yaml").read_text() == generated, \
+        "run: trainadmit policy priorityclasses policies > deploy/base/priorityclasses.yaml"
+    installed = {o["metadata"]["name"]: o for o in render("default") if o["kind"] == "PriorityClass"}
+    assert set(installed) == {t.className for t in policy.tiers.values()}
+    for tier in policy.tiers.values():
+        pc = installed[tier.className]
+        assert (pc["value"], pc["preemptionPolicy"], pc["globalDefault"]) == (tier.value, tier.preemptionPolicy, False)
+        assert "namespace" not in pc["metadata"]  # cluster-scoped: kustomize must not namespace it
 
 
 def _webhooks(overlay="default"):

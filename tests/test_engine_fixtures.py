@@ -14,9 +14,10 @@ from conftest import (
     load_yaml,
     review,
     schema_errors,
+    write_policy,
 )
 
-from trainadmit.engine import Request, decide
+from trainadmit.engine import Request, decide, load_policy
 
 
 def _objects():
@@ -128,3 +129,28 @@ def test_validate_phase_accepts_what_mutate_produced(policy):
     v = decide(policy, Request(final, phase="validate"))
     assert v.allowed, [x.text() for x in v.violations]
     assert v.patch == []
+
+
+@pytest.mark.parametrize(("version", "api", "mode"), [("1.36", "scheduling.k8s.io/v1alpha2", "PodGroup"),
+                                                      ("1.37", "scheduling.k8s.io/v1beta1", {"all": {}})])
+def test_native_podgroup_uses_the_api_of_the_target_kubernetes_version(tmp_path, version, api, mode):
+    """1.36 serves native PodGroups as v1alpha2 (disruptionMode an enum), 1.37 as v1beta1 (a struct) and
+    no longer v1alpha2: the companion must be one the target apiserver accepts."""
+    policy = load_policy(write_policy(tmp_path, {"kubernetesVersion": version, "featureGates": ["GenericWorkload"],
+                                                 "gang": {"backend": "native", "nativeMode": "pod-group",
+                                                          "disruptionMode": "all", "topologyMethod": "podAffinity"}}))
+    d = decide(policy, Request(load_yaml(EXAMPLES / "llama-pretrain.yaml")[0]))
+    [pg] = d.companions
+    assert (pg["apiVersion"], pg["spec"]["disruptionMode"]) == (api, mode)
+    assert schema_errors({**pg, "metadata": {"name": "x", "namespace": "team-nlp"}}, f"{version}.0") == []
+    assert not any("needs Kubernetes" in v.message for v in d.violations)
+
+
+def test_native_gang_on_a_cluster_older_than_its_api_is_a_warning(tmp_path):
+    for version, mode in (("1.35", "pod-group"), ("1.36", "job-scheduling")):
+        policy = load_policy(write_policy(tmp_path / version, {"kubernetesVersion": version,
+                                                               "gang": {"backend": "native", "nativeMode": mode}}))
+        d = decide(policy, Request(load_yaml(EXAMPLES / "llama-pretrain.yaml")[0]))
+        need = "1.37" if mode == "job-scheduling" else "1.36"
+        assert any(v.rule == "gang.cluster-support" and f"needs Kubernetes {need} or newer" in v.message
+                   for v in d.violations), [v.text() for v in d.violations]

@@ -14,7 +14,7 @@ from helpers import job, rules_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainadmit.cluster.live import LiveCluster
+from trainadmit.cluster.live import WATCHED, LiveCluster
 from trainadmit.engine import Request, decide
 
 API = FIXTURES / "apiserver"
@@ -33,9 +33,13 @@ def test_paginated_list_then_watch_events(policy):
     try:
         view = LiveCluster(server.core(), page_size=2, log=lambda m: None)
         rv = view.list_all("nodes")
-        view.list_all("resourcequotas")
-        assert rv == "220" and view.synced.is_set()
         assert [c.split(":")[1] for c in server.calls[:3]] == ["list", "list", "list"]  # 5 nodes, pages of 2
+        for w in WATCHED:
+            if w.required and w.name != "nodes":
+                view.list_all(w.name)
+        assert not view.synced.is_set()  # served API groups not discovered yet
+        view.discover()
+        assert rv == "220" and view.synced.is_set()
         pool = policy.pools["h100-ib"]
         rack = pool.topology.level("rack")
         assert view.pool_nodes(pool) == 4 and view.largest_domain(pool, rack) == 2
@@ -43,9 +47,9 @@ def test_paginated_list_then_watch_events(policy):
         last = view.watch("nodes", rv, threading.Event())
         # MODIFIED h100-r2-n2 (relabelled), DELETED cpu-n1, ADDED h100-r3-n1, then a BOOKMARK
         assert last == "224"
-        assert "cpu-n1" not in view._labels and "h100-r3-n1" in view._labels
-        expected = sum(1 for labels in view._labels.values() if labels.get("trainadmit.io/pool") == "h100-ib"
-                       and labels.get("nvidia.com/gpu.product") == "NVIDIA-H100-80GB-HBM3")
+        assert "cpu-n1" not in view._nodes and "h100-r3-n1" in view._nodes
+        expected = sum(1 for facts in view._nodes.values() if facts.labels.get("trainadmit.io/pool") == "h100-ib"
+                       and facts.labels.get("nvidia.com/gpu.product") == "NVIDIA-H100-80GB-HBM3")
         assert view.pool_nodes(pool) == expected
         # the engine uses it: 3 workers do not fit the largest rack
         d = decide(policy, Request(job(workers=3)), view)
@@ -108,9 +112,11 @@ def test_incremental_indices_equal_a_fresh_count(events):
 
 
 def test_server_with_the_live_view(tmp_path):
-    """`serve --cluster-live` against the fake apiserver: ready once synced; decisions use the view."""
+    """`serve --cluster-live` against the fake apiserver: ready once synced; decisions use the view; once the
+    apiserver is gone the view turns stale past --cluster-max-age: /readyz fails, the age metric shows it,
+    and decisions ignore the view (rule cluster.view-stale)."""
     import yaml
-    from server_util import Server, issue_certs
+    from server_util import Server, issue_certs, wait_until
 
     api = _fixture_server()
     kubeconfig = tmp_path / "kubeconfig"
@@ -119,16 +125,32 @@ def test_server_with_the_live_view(tmp_path):
         "clusters": [{"name": "fake", "cluster": {"server": f"http://127.0.0.1:{api.port}"}}],
         "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}],
         "users": [{"name": "u", "user": {"token": "t"}}]}))
-    server = Server(POLICIES, issue_certs(tmp_path / "certs"), workers=1, extra=["--cluster-live"],
+    server = Server(POLICIES, issue_certs(tmp_path / "certs"), workers=1, extra=["--cluster-live", "--cluster-max-age", "2"],
                     env_extra={"KUBECONFIG": str(kubeconfig)})
     try:
         server.wait_ready()
+        client = server.client()
         body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
                 "request": {"uid": "u1", "operation": "CREATE", "namespace": "team-nlp", "object": job(workers=3)}}
-        status, reply = server.client().post_review("/mutate", body)
+        status, reply = client.post_review("/mutate", body)
         assert status == 200 and reply["response"]["allowed"] is False
         assert "(in the cluster)" in reply["response"]["status"]["message"]
         assert "has 16 of 64 free (ResourceQuota)" in reply["response"]["status"]["message"]
+        assert 0 <= _view_age(client) < 2
+        api.close()
+        wait_until(lambda: client.request("GET", "/readyz")[0] == 503, 30, "/readyz must fail once the view is stale")
+        problems = json.loads(client.request("GET", "/readyz")[1])["problems"]
+        assert any("over the limit of 2s" in p for p in problems), problems
+        assert _view_age(client) > 2
+        status, reply = client.post_review("/mutate", body)
+        message = reply["response"]["status"]["message"]
+        assert "[cluster.view-stale]" in message and "(in the cluster)" not in message  # policy figures instead
     finally:
         server.stop()
         api.close()
+
+
+def _view_age(client) -> float:
+    text = client.request("GET", "/metrics")[1].decode()
+    [line] = [x for x in text.splitlines() if x.startswith("trainadmit_cluster_view_age_seconds ")]
+    return float(line.split()[1])

@@ -369,3 +369,18 @@ def test_trainjob_changes_go_where_trainer_reads_them(policies):
     assert "priorityClassName" not in str(d.mutated)
     assert apply_patch(original, d.patch) == d.mutated
     assert decide(policies["kueue"], Request(deep(d.mutated))).patch == []
+
+
+def test_volcano_jobs_crd_default_queue_counts_as_no_queue(policies):
+    """Volcano's CRD defaults spec.queue to "default" before admission runs (the real-apiserver tier saw
+    it): that value is the apiserver's, not a choice, so the policy's queue goes in; any other queue the
+    user wrote is kept."""
+    vjob = gpu_job(document("operators/volcano/examples/mindspore-gpu.yaml", 0))
+    assert "queue" not in vjob["spec"]
+    as_admitted = deep(vjob)
+    as_admitted["spec"]["queue"] = "default"
+    for obj in (vjob, as_admitted):
+        assert decide(policies["volcano"], Request(deep(obj))).mutated["spec"]["queue"] == "training"
+    chosen = deep(vjob)
+    chosen["spec"]["queue"] = "research"
+    assert decide(policies["volcano"], Request(chosen)).mutated["spec"]["queue"] == "research"

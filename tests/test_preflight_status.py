@@ -4,12 +4,11 @@ Events and metrics.
 Everything goes through the Kubernetes API as it would in a cluster with no kubelet: the mutated Job
 is stored, its Pods are created as the Job controller would create them, and each Pod's status is
 written through the ``status`` subresource as a kubelet would, with the termination message a real
-preflight run left on a fake node tree. The API is the fake apiserver today; the ``cluster`` fixture
-is the only part that changes for a real kube-apiserver (the calls are the official client's): these
-three tests passed unchanged against kube-apiserver 1.36.2 (issue 9's control-plane harness) once
-that fixture created the policy's PriorityClasses (the apiserver refuses a Pod naming a missing one)
-and the PyTorchJob CRD, and deleted Jobs with ``propagationPolicy: Background`` (no garbage
-collector there to clear the orphan finalizer).
+preflight run left on a fake node tree. Each test runs twice: on the in-process fake apiserver, and
+in the integration tier on the real kube-apiserver (deploy/'s PriorityClasses and the PyTorchJob CRD
+installed; in ``kube-public``, which the tier's webhooks skip, and emptied after each test: Pods with
+a node and no kubelet go only with a zero grace period, Jobs with ``propagationPolicy: Background``
+since there is no garbage collector to clear the orphan finalizer).
 """
 
 from __future__ import annotations
@@ -22,6 +21,7 @@ import pytest
 from conftest import EXAMPLES, deep, load_yaml, schema_errors
 from fake_apiserver import FakeAPIServer
 from fake_node import build_node
+from kube_fixtures import APISERVER, OPERATOR_CRDS, RENDER_NS, cluster_on
 from test_operators import _pytorchjob
 
 from trainadmit.cluster.preflight_status import PreflightStatus
@@ -29,12 +29,11 @@ from trainadmit.engine import Request, decide
 from trainadmit.grammars.preflight import CONTAINER_NAME, parse_args
 from trainadmit.preflight import Host, report, run
 
-NS = "team-nlp"
 
-
-def as_stored(obj: dict) -> dict:
-    """Resource quantities as the apiserver stores them, strings (a policy may inject ``1``)."""
+def as_stored(obj: dict, namespace: str) -> dict:
+    """Resource quantities as the apiserver stores them, strings (a policy may inject ``1``); in ``namespace``."""
     obj = deep(obj)
+    obj["metadata"]["namespace"] = namespace
 
     def walk(node: object) -> None:
         if isinstance(node, dict):
@@ -55,45 +54,76 @@ def as_stored(obj: dict) -> dict:
 class Cluster:
     core: object
     custom: object
-    api: FakeAPIServer
+    ns: str
 
     def create(self, group: str, version: str, plural: str, obj: dict) -> dict:
-        return self.custom.create_namespaced_custom_object(group, version, NS, plural, as_stored(obj))
+        return self.custom.create_namespaced_custom_object(group, version, self.ns, plural, as_stored(obj, self.ns))
 
     def get(self, group: str, version: str, plural: str, name: str) -> dict:
-        return json.loads(self.custom.get_namespaced_custom_object(group, version, NS, plural, name,
+        return json.loads(self.custom.get_namespaced_custom_object(group, version, self.ns, plural, name,
                                                                    _preload_content=False).data)
 
     def create_pod(self, pod: dict) -> dict:
-        return json.loads(self.core.create_namespaced_pod(NS, pod, _preload_content=False).data)
+        return json.loads(self.core.create_namespaced_pod(self.ns, pod, _preload_content=False).data)
 
     def write_status(self, pod: dict, status: dict) -> None:
         """As the kubelet does: the Pod as stored, with a new status, PUT to the status subresource."""
-        current = json.loads(self.core.read_namespaced_pod(pod["metadata"]["name"], NS, _preload_content=False).data)
+        name = pod["metadata"]["name"]
+        current = json.loads(self.core.read_namespaced_pod(name, self.ns, _preload_content=False).data)
         current["status"] = status
-        self.core.replace_namespaced_pod_status(pod["metadata"]["name"], NS, current, _preload_content=False)
+        self.core.replace_namespaced_pod_status(name, self.ns, current, _preload_content=False)
 
     def events(self) -> list[dict]:
-        return json.loads(self.core.list_namespaced_event(NS, _preload_content=False).data)["items"]
+        return json.loads(self.core.list_namespaced_event(self.ns, _preload_content=False).data)["items"]
+
+    def empty(self) -> None:
+        """Remove what a test left (the real apiserver keeps it for the rest of the session)."""
+        from kubernetes.client.exceptions import ApiException
+
+        for name in (p["metadata"]["name"] for p in json.loads(self.core.list_namespaced_pod(
+                self.ns, _preload_content=False).data)["items"]):
+            self.core.delete_namespaced_pod(name, self.ns, grace_period_seconds=0, _preload_content=False)
+        for group, version, plural in (("batch", "v1", "jobs"), ("kubeflow.org", "v1", "pytorchjobs")):
+            listed = json.loads(self.custom.list_namespaced_custom_object(group, version, self.ns, plural,
+                                                                          _preload_content=False).data)
+            for item in listed["items"]:
+                try:
+                    self.custom.delete_namespaced_custom_object(group, version, self.ns, plural, item["metadata"]["name"],
+                                                                propagation_policy="Background", _preload_content=False)
+                except ApiException as exc:
+                    if exc.status != 404:
+                        raise
+        self.core.delete_collection_namespaced_event(self.ns, _preload_content=False)
 
 
-@pytest.fixture
-def cluster():
+@pytest.fixture(params=["fake", pytest.param("apiserver", marks=APISERVER)])
+def cluster(request):
+    """The fake apiserver, or (integration tier) the real one as its admin."""
     from kubernetes import client
 
-    api = FakeAPIServer()
-    config = client.Configuration()
-    config.host = f"http://127.0.0.1:{api.port}"
-    c = client.ApiClient(config)
-    yield Cluster(client.CoreV1Api(c), client.CustomObjectsApi(c), api)
-    api.close()
+    if request.param == "fake":
+        api = FakeAPIServer()
+        config = client.Configuration()
+        config.host = f"http://127.0.0.1:{api.port}"
+        c = client.ApiClient(config)
+        yield Cluster(client.CoreV1Api(c), client.CustomObjectsApi(c), "team-nlp")
+        api.close()
+        return
+    cp = request.getfixturevalue("control_plane")
+    cluster_on(cp)  # deploy/'s PriorityClasses, the namespaces
+    cp.install_crds(OPERATOR_CRDS / "kubeflow-training-operator-v1" / "crds" / "kubeflow.org_pytorchjobs.yaml")
+    real = Cluster(client.CoreV1Api(cp.api_client()), client.CustomObjectsApi(cp.api_client()), RENDER_NS)
+    real.empty()
+    yield real
+    real.empty()
 
 
 def controller_pod(owner: dict, template: dict, name: str, node: str, labels: dict | None = None) -> dict:
     """The Pod an operator creates from ``template`` (there is no controller here to do it), scheduled."""
     meta = template.get("metadata") or {}
     return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": NS, "labels": {**(meta.get("labels") or {}), **(labels or {})},
+            "metadata": {"name": name, "namespace": owner["metadata"]["namespace"],
+                         "labels": {**(meta.get("labels") or {}), **(labels or {})},
                          "annotations": dict(meta.get("annotations") or {}),
                          "ownerReferences": [{"apiVersion": owner["apiVersion"], "kind": owner["kind"],
                                               "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"],
@@ -142,7 +172,7 @@ def test_job_pods_results_become_the_jobs_annotation_events_and_metrics(policy, 
                                                        port_state={"mlx5_3": "DOWN"} if i == 2 else {}))
     seen = {"failures": [], "ready": []}
     reconciler = _reconciler(cluster, seen)
-    assert reconciler.step() == ["Job team-nlp/llama-pretrain: 2/4 ready; node gpu-2: mlx5_3 port 1 DOWN"]
+    assert reconciler.step() == [f"Job {cluster.ns}/llama-pretrain: 2/4 ready; node gpu-2: mlx5_3 port 1 DOWN"]
     stored = cluster.get("batch", "v1", "jobs", "llama-pretrain")
     assert stored["metadata"]["annotations"]["trainadmit.io/preflight"] == "2/4 ready; node gpu-2: mlx5_3 port 1 DOWN"
     [event] = cluster.events()
@@ -151,7 +181,7 @@ def test_job_pods_results_become_the_jobs_annotation_events_and_metrics(policy, 
     assert event["message"] == "pod llama-pretrain-2-x2 on node gpu-2: mlx5_3 port 1 DOWN (check ports)"
     # a list's items carry no kind: the Event as it would be read on its own
     assert schema_errors({**event, "apiVersion": "v1", "kind": "Event",
-                          "metadata": {"name": event["metadata"]["name"], "namespace": NS}}) == []
+                          "metadata": {"name": event["metadata"]["name"], "namespace": cluster.ns}}) == []
     assert seen == {"failures": [("h100-ib", "gpu-2", "ports")], "ready": []}
 
     assert reconciler.step() == [] and len(cluster.events()) == 1  # nothing new: no write, no second Event
@@ -161,8 +191,8 @@ def test_job_pods_results_become_the_jobs_annotation_events_and_metrics(policy, 
     replacement = cluster.create_pod(controller_pod(job, template, "llama-pretrain-2-y", "gpu-5", uid_label))
     cluster.write_status(replacement, preflight_status(replacement, tmp_path, after(job, 150)))
     cluster.write_status(pods[3], preflight_status(pods[3], tmp_path, after(job, 110)))
-    assert reconciler.step() == ["Job team-nlp/llama-pretrain: 4/4 ready; failed before: node gpu-2: mlx5_3 port 1 "
-                                 "DOWN"]
+    assert reconciler.step() == [f"Job {cluster.ns}/llama-pretrain: 4/4 ready; failed before: node gpu-2: mlx5_3 "
+                                 "port 1 DOWN"]
     # the latest pass finished 150 s after the Job was created
     assert seen == {"failures": [("h100-ib", "gpu-2", "ports")], "ready": [("h100-ib", 150.0)]}
     reconciler.step()
@@ -187,7 +217,7 @@ def test_pytorchjob_pods_and_a_preflight_killed_before_it_wrote_its_result(polic
          "state": {"waiting": {"reason": "CrashLoopBackOff"}}, "lastState": {"terminated": killed}}]})
     seen = {"failures": [], "ready": []}
     assert _reconciler(cluster, seen).step() == [
-        f"PyTorchJob team-nlp/{name}: 3/4 ready; node gpu-3: trainadmit preflight: checking datasets"]
+        f"PyTorchJob {cluster.ns}/{name}: 3/4 ready; node gpu-3: trainadmit preflight: checking datasets"]
     assert seen["failures"] == [("h100-ib", "gpu-3", "OOMKilled")]
     assert cluster.events()[0]["metadata"]["name"] == f"{name}-worker-2.preflight-0"
 

@@ -260,3 +260,19 @@ def test_one_log_line_per_decision_without_object_contents(server):
     line = lines[0]
     assert {"uid", "namespace", "name", "kind", "operation", "allowed", "rules", "generation", "latency_ms"} <= set(line)
     assert "registry.local" not in json.dumps(line)  # no object contents beyond names
+
+
+def test_benchmark_floors_answer_without_deciding(server):
+    """/noop allows as is; /noop-patch replays the patch /mutate gave the first Job it saw, to every Job
+    after it (bench/e2e.py: what the same mutation costs the apiserver with no engine)."""
+    first = review("job-03-mutate-Job-CREATE.json")
+    client = server.client()
+    status, noop = client.post_review("/noop", first)
+    assert status == 200 and noop["response"]["allowed"] and "patch" not in noop["response"]
+    _, mutated = client.post_review("/mutate", first)
+    _, replayed = client.post_review("/noop-patch", first)
+    assert decode_patch(replayed["response"]) == decode_patch(mutated["response"]) != []
+    other = json.loads(json.dumps(first))
+    other["request"]["object"]["metadata"]["name"] = "another-job"
+    _, again = client.post_review("/noop-patch", other)
+    assert decode_patch(again["response"]) == decode_patch(mutated["response"])  # the first Job's, as is

@@ -126,7 +126,9 @@ def _rules(operations_for) -> list[dict]:
 
 
 def _webhook(policy: PolicySet, name: str, path: str, namespace: str, service: str, mutating: bool) -> dict:
-    gpu = " || ".join(f"({_selects(a)} && ({_adapter_uses_gpu(policy, a)}))" for a in ADAPTERS)
+    # identical clauses once: MPIJob v1 and v2beta1 keep their templates at the same paths
+    clauses = dict.fromkeys(f"({_selects(a)} && ({_adapter_uses_gpu(policy, a)}))" for a in ADAPTERS)
+    gpu = " || ".join(clauses)
     conditions = [{"name": "not-created-by-a-decided-workload", "expression": _not_a_child(policy)}]
     if not mutating:
         conditions.append({"name": "not-status",

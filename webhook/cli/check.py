@@ -1,31 +1,77 @@
-"""`trainadmit check`: decide offline what the webhook would do with manifests (CI)."""
+"""`trainadmit check`: decide offline what the webhook would do with manifests (CI).
+
+Run per file by pre-commit hooks and CI steps, so its start-up counts: this module imports the
+engine, the manifest reader and the renderers only (never the web server, metrics, the Kubernetes
+client or certificate code; `tests/test_check_imports.py` holds it to that), takes the validated
+policy set from the policy cache when the same policy was validated before (no pydantic), and
+imports the cluster snapshot reader and `--explain` only when asked. Objects are read, decided
+and written one at a time, so memory stays flat however many manifests there are.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass, field
 
-from ..cluster.snapshot import SnapshotCluster, SnapshotError
-from ..engine import Request, decide
+from ..engine import Decision, Request, decide
 from ..engine.clusterview import ClusterView, NoCluster
-from .common import EXIT_DENIED, EXIT_ERROR, EXIT_OK, load_policy_or_report
-from .inputs import InputError, read_inputs
-from .render import record, text, to_json, to_yaml
+from ..engine.request import deciding_phase
+from .common import EXIT_DENIED, EXIT_ERROR, EXIT_OK, load_policy_or_report, policy_cache_dir
+from .inputs import InputError, as_update, iter_items, manifest_files, old_objects
+from .render import JsonOutput, TextOutput, YamlOutput, patch_element, record
+
+
+@dataclass
+class Tally:
+    """What the summary line and the exit code say."""
+
+    admitted: int = 0
+    denied: int = 0
+    unmatched: int = 0
+    input_problems: list[str] = field(default_factory=list)  # unparsable files, objects without their --old
+
+    def add(self, decision: Decision) -> None:
+        if not decision.matched:
+            self.unmatched += 1
+        elif decision.allowed:
+            self.admitted += 1
+        else:
+            self.denied += 1
+
+    def summary(self, generation: str) -> str:
+        total = self.admitted + self.denied + self.unmatched
+        problems = len(self.input_problems)
+        inputs = f", {problems} input problem{'s' if problems != 1 else ''}" if problems else ""
+        return (f"{total} object{'s' if total != 1 else ''}: {self.admitted} admitted, {self.denied} denied, "
+                f"{self.unmatched} not matched{inputs} (policy generation {generation})")
+
+    def exit_code(self) -> int:
+        return EXIT_ERROR if self.input_problems else EXIT_DENIED if self.denied else EXIT_OK
+
+
+def _cluster(args: argparse.Namespace) -> ClusterView | None:
+    if not args.cluster:
+        return NoCluster()
+    from ..cluster.snapshot import SnapshotCluster, SnapshotError
+
+    try:
+        return SnapshotCluster.from_files(args.cluster)
+    except (OSError, SnapshotError) as exc:
+        print(f"trainadmit: cannot read cluster snapshot: {exc}", file=sys.stderr)
+        return None
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    policy = load_policy_or_report(args.policy)
+    policy = load_policy_or_report(args.policy, policy_cache_dir())
     if policy is None:
         return EXIT_ERROR
-    cluster: ClusterView = NoCluster()
-    if args.cluster:
-        try:
-            cluster = SnapshotCluster.from_files(args.cluster)
-        except (OSError, SnapshotError) as exc:
-            print(f"trainadmit: cannot read cluster snapshot: {exc}", file=sys.stderr)
-            return EXIT_ERROR
+    cluster = _cluster(args)
+    if cluster is None:
+        return EXIT_ERROR
     try:
-        items = read_inputs(args.files)
+        files = manifest_files(args.files)
+        olds = old_objects([args.old]) if args.old else None
     except InputError as exc:
         print(f"trainadmit: {exc}", file=sys.stderr)
         return EXIT_ERROR
@@ -34,38 +80,27 @@ def cmd_check(args: argparse.Namespace) -> int:
         from ..authoring.explain import Explainer
 
         explainer = Explainer(policy, args.policy)
-    denied = admitted = unmatched = 0
-    records, objects, patches, out = [], [], [], []
-    for item in items:
+    out = sys.stdout
+    output = {"text": lambda: TextOutput(out, explainer), "json": lambda: JsonOutput(out, record),
+              "patch": lambda: JsonOutput(out, patch_element), "yaml": lambda: YamlOutput(out)}[args.output]()
+    tally = Tally()
+
+    def problem(exc: InputError) -> None:  # reported when met; the rest is still checked, the exit code is 2
+        tally.input_problems.append(str(exc))
+        print(f"trainadmit: {exc}", file=sys.stderr)
+
+    for item in iter_items(files, problem):
+        if olds is not None:
+            try:
+                item = as_update(item, olds)
+            except InputError as exc:
+                problem(exc)
+                continue
         decision = decide(policy, Request(item.obj, operation=item.operation, old=item.old,
-                                          namespace=item.namespace or args.namespace, user=item.user or {}),
+                                          namespace=item.namespace or args.namespace, user=item.user or {},
+                                          phase=deciding_phase(item.operation)),
                           cluster)
-        if not decision.matched:
-            unmatched += 1
-        elif decision.allowed:
-            admitted += 1
-        else:
-            denied += 1
-        if args.output == "text":
-            out.append(text(item, decision, explainer))
-        elif args.output == "json":
-            records.append(record(item, decision))
-        elif args.output == "patch":
-            patches.append({"source": item.source, "document": item.index, "object": record(item, decision)["object"],
-                            "allowed": decision.allowed, "patch": decision.patch})
-        else:
-            objects.append(decision.mutated if decision.mutated is not None else item.obj)
-            objects.extend(decision.companions)
-            if not decision.allowed:
-                print(f"{item.source}#{item.index}: {decision.denial_message()}", file=sys.stderr)
-    if args.output == "text":
-        out.append(f"{len(items)} object{'s' if len(items) != 1 else ''}: {admitted} admitted, {denied} denied, "
-                   f"{unmatched} not matched (policy generation {policy.generation})")
-        print("\n".join(out))
-    elif args.output == "json":
-        print(to_json(records))
-    elif args.output == "patch":
-        print(to_json(patches))
-    else:
-        print(to_yaml(objects), end="")
-    return EXIT_DENIED if denied else EXIT_OK
+        tally.add(decision)
+        output.add(item, decision)
+    output.close(tally.summary(policy.generation))
+    return tally.exit_code()

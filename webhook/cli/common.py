@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -13,14 +14,30 @@ EXIT_OK, EXIT_DENIED, EXIT_ERROR = 0, 1, 2
 DEFAULT_POLICY_DIR = os.environ.get("TRAINADMIT_POLICY_DIR", "policies")
 
 
-def load_policy_or_report(path: str) -> PolicySet | None:
+def policy_cache_dir() -> Path | None:
+    """Where `check` keeps validated policy sets (``trainadmit.policy.cache``): $TRAINADMIT_CACHE_DIR
+    (set but empty: no cache), else the user's cache directory ($XDG_CACHE_HOME or ~/.cache)."""
+    configured = os.environ.get("TRAINADMIT_CACHE_DIR")
+    if configured is not None:
+        return Path(configured) if configured else None
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "trainadmit"
+
+
+def load_policy_or_report(path: str, cache_dir: Path | None = None) -> PolicySet | None:
     """The policy set, or None after printing every problem with its file, line and field.
+
+    With ``cache_dir``, a set validated before from the same bytes comes from the policy cache.
     The engine is imported here, not at the top: `trainadmit preflight` runs in every training Pod's
     init container and must not pay for the policy models and CEL it never uses."""
     from ..engine import load_policy
     from ..policy import PolicyError
 
     try:
+        if cache_dir is not None:
+            from ..policy.cache import load_policy_cached
+
+            return load_policy_cached(path, load_policy, cache_dir)
         return load_policy(path)
     except PolicyError as exc:
         if len(exc.problems) == 1:  # one line, as every other startup error

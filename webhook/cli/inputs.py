@@ -1,26 +1,29 @@
 """Read manifests for `trainadmit check`: files, directories, stdin; multi-document YAML and JSON.
 
 Each object keeps where it came from (file and document number) so that every line of output
-points at something the user can open. A file that cannot be read or parsed is an InputError,
-which the CLI turns into exit code 2: CI must not mistake "could not read" for "admitted".
+points at something the user can open. Objects are read one at a time, as they are decided, so
+that memory does not grow with the number of manifests (a directory of ten thousand Jobs, or
+`kustomize build | trainadmit check -`). A path that does not exist is an InputError before
+anything is read; a file that cannot be read or parsed is reported when it is reached, and the
+CLI turns either into exit code 2: CI must not mistake "could not read" for "admitted".
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import yaml
 
-try:  # the C loader is ~10x faster; fall back to the pure-Python one where libyaml is absent
-    _Loader: Any = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover
-    _Loader = yaml.SafeLoader
+from . import fastyaml
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+STDIN = "-"
+_PEEK = 4096
 
 
 class InputError(Exception):
@@ -51,50 +54,132 @@ def _expand(source: str, index: int, doc: Any) -> list[Item]:
     return [Item(source, index, doc)]
 
 
-def parse_documents(text: str, source: str) -> list[tuple[int, Any]]:
-    """(document number, document) for each non-empty YAML document, or each element of JSON."""
-    if text.lstrip().startswith(("{", "[")):
+class _Resumed:
+    """A text stream whose first characters were already read (to tell JSON from YAML)."""
+
+    name = "<stdin>"  # what PyYAML's error marks call the stream
+
+    def __init__(self, head: str, rest: IO[str]):
+        self.head, self.rest = head, rest
+
+    def read(self, size: int = -1) -> str:
+        if self.head:
+            out, self.head = self.head, ""
+            return out
+        return self.rest.read(size)
+
+
+def _looks_like_json(text: str) -> bool:
+    return text.lstrip().startswith(("{", "["))
+
+
+def iter_documents(text: str | IO[str], source: str) -> Iterator[tuple[int, Any]]:
+    """(document number, document) for each non-empty YAML document, or each element of JSON.
+
+    ``text`` is the whole text, or a stream (stdin) that is read as the documents are needed.
+    Raises InputError when the text is neither, after yielding the documents before the error."""
+    if not isinstance(text, str):
+        head = ""
+        while not head.strip():
+            chunk = text.read(_PEEK)
+            if not chunk:
+                break
+            head += chunk
+        text = head + text.read() if _looks_like_json(head) else _Resumed(head, text)  # type: ignore[assignment]
+    if isinstance(text, str) and _looks_like_json(text):
         try:
             data = json.loads(text)
         except json.JSONDecodeError:
             data = None
         if data is not None:
-            return list(enumerate(data if isinstance(data, list) else [data], start=1))
+            yield from enumerate(data if isinstance(data, list) else [data], start=1)
+            return
     try:
-        return [(i, doc) for i, doc in enumerate(yaml.load_all(text, Loader=_Loader), start=1) if doc is not None]
+        for i, doc in enumerate(fastyaml.load_all(text), start=1):
+            if doc is not None:
+                yield i, doc
     except yaml.YAMLError as exc:
         raise InputError(f"{source}: not valid YAML or JSON: {exc}") from exc
 
 
-def parse_text(text: str, source: str) -> list[Item]:
-    return [item for index, doc in parse_documents(text, source) for item in _expand(source, index, doc)]
-
-
-def read_documents(paths: list[str]) -> list[tuple[str, int, Any]]:
-    """(source, document number, document) from files, directories (recursively) and - (stdin)."""
-    out: list[tuple[str, int, Any]] = []
-    for raw in paths or ["-"]:
-        if raw == "-":
-            out.extend(("<stdin>", i, d) for i, d in parse_documents(sys.stdin.read(), "<stdin>"))
+def manifest_files(paths: list[str]) -> list[str]:
+    """Every file to read, in order (``-`` for stdin), directories expanded recursively; an
+    InputError names a path that does not exist or a directory without manifests."""
+    out: list[str] = []
+    for raw in paths or [STDIN]:
+        if raw == STDIN:
+            out.append(STDIN)
             continue
         path = Path(raw)
         if path.is_dir():
             files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in MANIFEST_SUFFIXES)
             if not files:
                 raise InputError(f"{raw}: no *.yaml, *.yml or *.json files")
+            out.extend(str(f) for f in files)
         elif path.is_file():
-            files = [path]
+            out.append(str(path))
         else:
             raise InputError(f"{raw}: no such file or directory")
-        for file in files:
-            try:
-                text = file.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as exc:
-                raise InputError(f"{file}: cannot read: {exc}") from exc
-            out.extend((str(file), i, d) for i, d in parse_documents(text, str(file)))
     return out
 
 
+def _documents_of(file: str) -> Iterator[tuple[str, int, Any]]:
+    if file == STDIN:
+        for i, doc in iter_documents(sys.stdin, "<stdin>"):
+            yield "<stdin>", i, doc
+        return
+    try:
+        text = Path(file).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{file}: cannot read: {exc}") from exc
+    for i, doc in iter_documents(text, file):
+        yield file, i, doc
+
+
+def iter_items(files: list[str], unreadable: Callable[[InputError], None]) -> Iterator[Item]:
+    """The objects to decide on, one at a time: documents, with Lists and AdmissionReviews unpacked.
+
+    A file that cannot be read or parsed goes to ``unreadable`` and the next file is read (the
+    documents before a syntax error have been yielded by then)."""
+    for file in files:
+        try:
+            for source, index, doc in _documents_of(file):
+                yield from _expand(source, index, doc)
+        except InputError as exc:
+            unreadable(exc)
+
+
+def read_documents(paths: list[str]) -> list[tuple[str, int, Any]]:
+    """(source, document number, document) from files, directories (recursively) and - (stdin),
+    all of them; the first problem is an InputError (for commands that need every document)."""
+    return [doc for file in manifest_files(paths) for doc in _documents_of(file)]
+
+
 def read_inputs(paths: list[str]) -> list[Item]:
-    """The objects to decide on: documents, with Lists and AdmissionReviews unpacked."""
+    """Every object of ``paths`` (an InputError for the first problem)."""
     return [item for source, index, doc in read_documents(paths) for item in _expand(source, index, doc)]
+
+
+def _identity(obj: Any) -> tuple[str, str, str, str] | None:
+    if not isinstance(obj, dict) or not isinstance(obj.get("metadata"), dict):
+        return None
+    meta = obj["metadata"]
+    return (str(obj.get("apiVersion")), str(obj.get("kind")), str(meta.get("namespace") or ""), str(meta.get("name")))
+
+
+def old_objects(paths: list[str]) -> dict[tuple[str, str, str, str] | None, Any]:
+    """`check --old FILE`: the stored objects before the change, by apiVersion, kind, namespace and
+    name (read whole: they are the objects being changed, not a repository)."""
+    return {_identity(old.obj): old.obj for old in read_inputs(paths)}
+
+
+def as_update(item: Item, olds: dict[tuple[str, str, str, str] | None, Any]) -> Item:
+    """The object as an UPDATE of the old object with the same apiVersion, kind, namespace and name
+    (what the apiserver sends as ``oldObject``). An object without one is an InputError: deciding it
+    as a CREATE would answer a different question."""
+    key = _identity(item.obj)
+    if key is None or key not in olds:
+        what = f"{key[1]} {key[2] or '(no namespace)'}/{key[3]}" if key else "this document"
+        raise InputError(f"{item.source}#{item.index}: --old has no object matching {what} (same apiVersion, "
+                         "kind, namespace and name)")
+    return Item(item.source, item.index, item.obj, "UPDATE", item.namespace, olds[key], item.user)

@@ -8,6 +8,7 @@ and pre-commit hooks) never pays for the web server, metrics or Kubernetes clien
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from collections.abc import Sequence
@@ -15,7 +16,6 @@ from collections.abc import Sequence
 from ..grammars.preflight import COMMAND as PREFLIGHT
 from ..grammars.preflight import ENV_ROOT, TERMINATION_LOG
 from ..grammars.preflight import add_arguments as add_preflight_arguments
-from ..server.limits import MAX_REQUESTS, MAX_REQUESTS_JITTER, ReadLimits
 from .common import DEFAULT_POLICY_DIR, EXIT_OK
 
 
@@ -27,19 +27,52 @@ def _lazy(module: str, function: str):
     return run
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="trainadmit", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+@functools.cache
+def _columns() -> int:
+    """``shutil.get_terminal_size().columns``, without importing shutil (and with it bz2, lzma and zlib,
+    several milliseconds of every `check` run) for a width that only --help uses."""
+    try:
+        columns = int(os.environ.get("COLUMNS", ""))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
 
+
+class _Formatter(argparse.HelpFormatter):
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width: int | None = None):
+        super().__init__(prog, indent_increment, max_help_position, width if width is not None else _columns() - 2)
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose help formatter needs no shutil; sub-commands' parsers are of this class too."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+
+
+def _add_check(sub) -> None:
     check = sub.add_parser("check", help="decide offline what the webhook would do with manifests")
     check.add_argument("files", nargs="*", help="files, directories or - for stdin (default: stdin)")
     check.add_argument("-p", "--policy", default=DEFAULT_POLICY_DIR, help="policy directory (default: %(default)s)")
-    check.add_argument("--cluster", action="append", help="cluster snapshot (NodeList, ResourceQuotaList); repeatable")
+    check.add_argument("--cluster", action="append",
+                       help="cluster snapshot: saved lists of nodes, resourcequotas, priorityclasses, pvc, "
+                       "network-attachment-definitions, queues, localqueues, and `kubectl get --raw /apis`; repeatable")
+    check.add_argument("--old", metavar="FILE",
+                       help="the stored objects before the change: decide each input object as an UPDATE of the "
+                       "old object with the same kind, namespace and name")
     check.add_argument("-o", "--output", choices=["text", "yaml", "json", "patch"], default="text")
     check.add_argument("-n", "--namespace", default="default", help="namespace for objects that name none")
     check.add_argument("--explain", action="store_true", help="show the policy setting behind each injected field")
     check.set_defaults(func=_lazy("check", "cmd_check"))
 
+
+def _add_policy(sub) -> None:
     policy = sub.add_parser("policy", help="work with policy directories")
     psub = policy.add_subparsers(dest="policy_command", required=True)
     init = psub.add_parser("init", help="write a minimal, commented policy set with an example test")
@@ -67,6 +100,13 @@ def build_parser() -> argparse.ArgumentParser:
     hooks.add_argument("--namespace", default="trainadmit-system", help="the webhook Service's namespace")
     hooks.add_argument("--service", default="trainadmit", help="the webhook Service's name")
     hooks.set_defaults(func=_lazy("policy", "cmd_policy_webhooks"))
+    pcs = psub.add_parser("priorityclasses", help="print the PriorityClasses of the policy's priority tiers")
+    pcs.add_argument("dir", nargs="?", default=DEFAULT_POLICY_DIR)
+    pcs.set_defaults(func=_lazy("policy", "cmd_policy_priorityclasses"))
+
+
+def _add_serve(sub) -> None:
+    from ..server.limits import MAX_REQUESTS, MAX_REQUESTS_JITTER, ReadLimits  # only serve's parser needs them
 
     srv = sub.add_parser("serve", help="run the HTTPS admission webhook (POST /mutate, /validate)")
     srv.add_argument("-p", "--policy", default=DEFAULT_POLICY_DIR)
@@ -95,7 +135,11 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--cluster", action="append", help="cluster snapshot file (until the live view exists)")
     srv.add_argument("--enable-noop", action="store_true", help="serve POST /noop (benchmark floor)")
     srv.add_argument("--cluster-live", action="store_true",
-                     help="watch Nodes and ResourceQuotas (pool capacity, domain sizes, remaining GPU quota)")
+                     help="watch Nodes, ResourceQuotas and the objects decisions name (pool capacity, usable nodes, "
+                     "domain sizes, remaining GPU quota, PriorityClasses, claims, networks, queues)")
+    srv.add_argument("--cluster-max-age", type=float, default=180.0,
+                     help="seconds after which a live view that could not be confirmed is stale: /readyz fails and "
+                     "decisions follow rule cluster.view-stale (default %(default)s)")
     srv.add_argument("--manage-certs", action="store_true",
                      help="in-cluster mode: create and rotate the TLS Secret and the caBundle (Lease-elected)")
     srv.add_argument("--reconcile", action="store_true",
@@ -104,6 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--service", default="trainadmit", help="Service name the certificate is issued for")
     srv.set_defaults(func=_lazy("serve", "cmd_serve"))
 
+
+def _add_preflight(sub) -> None:
     preflight = sub.add_parser(PREFLIGHT, help="check a node before training starts (the injected init container)")
     add_preflight_arguments(preflight)
     preflight.add_argument("--root", default=os.environ.get(ENV_ROOT, "/"),
@@ -113,14 +159,32 @@ def build_parser() -> argparse.ArgumentParser:
                            help="where the JSON result goes, under --root (default: %(default)s)")
     preflight.set_defaults(func=_lazy("preflight", "cmd_preflight"))
 
-    from .certs_command import add_parser as add_certs
 
-    add_certs(sub, _lazy("certs_command", "run"))
+def _add_certs(sub) -> None:
+    from .certs_command import add_parser
+
+    add_parser(sub, _lazy("certs_command", "run"))
+
+
+COMMANDS = {"check": _add_check, "policy": _add_policy, "serve": _add_serve, PREFLIGHT: _add_preflight,
+            "certs": _add_certs}
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or of ``command`` alone: argparse looks up a message catalog
+    for each parser it creates (file system look-ups per language), several milliseconds for all
+    of them, which `check` in a pre-commit hook would pay on every file."""
+    parser = _Parser(prog="trainadmit", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, add in COMMANDS.items():
+        if command is None or command not in COMMANDS or name == command:
+            add(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv[0] if argv else None)
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))

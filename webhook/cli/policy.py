@@ -1,4 +1,4 @@
-"""`trainadmit policy lint|test|schema|configmap`: tools for the platform team's policy directory."""
+"""`trainadmit policy lint|test|schema|configmap|priorityclasses`: tools for the platform team's policy directory."""
 
 from __future__ import annotations
 
@@ -103,4 +103,14 @@ def cmd_policy_webhooks(args: argparse.Namespace) -> int:
     if policy is None:
         return EXIT_ERROR
     print(webhook_configurations(policy, args.name, args.namespace, args.service), end="")
+    return EXIT_OK
+
+
+def cmd_policy_priorityclasses(args: argparse.Namespace) -> int:
+    from ..authoring.priorityclasses import priority_classes
+
+    policy = load_policy_or_report(args.dir)
+    if policy is None:
+        return EXIT_ERROR
+    print(priority_classes(policy), end="")
     return EXIT_OK

@@ -66,7 +66,8 @@ def _serve(args: argparse.Namespace) -> int:
         start_preflight_status(args.namespace, policy.keys.preflight, policy.keys.applied)
     config = ServerConfig(policy_dir=args.policy, cert_file=args.tls_cert, key_file=args.tls_key,
                           cluster_files=args.cluster or [], reload_interval=args.reload_interval,
-                          enable_noop=args.enable_noop, cluster_live=args.cluster_live)
+                          enable_noop=args.enable_noop, cluster_live=args.cluster_live,
+                          cluster_max_age=args.cluster_max_age)
     serve(config, bind=f"{args.host}:{args.port}", workers=args.workers, threads=args.threads,
           timeout=args.timeout, graceful_timeout=args.graceful_timeout, read_timeout=args.read_timeout,
           max_requests=args.max_requests, max_requests_jitter=args.max_requests_jitter,
@@ -94,6 +95,7 @@ def start_reconciler(namespace: str, key: str, interval: float = 5.0):
 
     from kubernetes import client
 
+    from ..cluster.access import RECONCILER_LEASE
     from ..cluster.kube import identity, load_config
     from ..cluster.lease import LeaderLease
     from ..cluster.reconciler import PodGroupReconciler
@@ -101,7 +103,7 @@ def start_reconciler(namespace: str, key: str, interval: float = 5.0):
 
     load_config()
     log = lambda message: emit("reconciler", message=message)  # noqa: E731
-    lease = LeaderLease(client.CoordinationV1Api(), namespace, "trainadmit-reconciler", identity(), log=log)
+    lease = LeaderLease(client.CoordinationV1Api(), namespace, RECONCILER_LEASE, identity(), log=log)
     reconciler = PodGroupReconciler(client.CustomObjectsApi(), lease, key=key, log=log)
     stop = threading.Event()
     threading.Thread(target=reconciler.run, args=(stop, interval), name="podgroup-reconciler", daemon=True).start()

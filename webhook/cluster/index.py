@@ -1,87 +1,215 @@
 """Answers to the engine's cluster questions (``engine.clusterview.ClusterView``) from API objects.
 
-``ClusterIndex`` answers from Node and ResourceQuota objects and is the one implementation behind
-both ``SnapshotCluster`` (saved NodeList/ResourceQuotaList files, what `trainadmit check --cluster`
-reads) and ``live.LiveCluster`` (kept current by list + watch). Answers must cost the same at 100 nodes as
-at 10,000, so nothing is recomputed per request: an index per node selector (the pools') keeps its
-member count and, per topology label, how many members each domain has; node changes update those
-counters in place, and changes that keep a node's labels (status heartbeats) cost a dict comparison.
+``ClusterIndex`` answers from Node, ResourceQuota and the referenced kinds (PriorityClass, PVC,
+NetworkAttachmentDefinition, queues), and is the one implementation behind both ``SnapshotCluster``
+(saved lists, what `trainadmit check --cluster` reads) and ``live.LiveCluster`` (kept current by
+list + watch). Answers must cost the same at 100 nodes as at 10,000, so nothing is recomputed per
+request: an index per pool keeps its member count and, per topology label, how many members each
+domain has; node changes update those counters in place, and changes that keep what the indices
+read (status heartbeats) cost a comparison.
+
+Capacity indices also classify each member: usable (Ready, schedulable, every NoSchedule/NoExecute
+taint tolerated, GPUs allocatable, the pool's health labels present), cordoned (usable but for
+``spec.unschedulable``) or unusable. Their key includes the workload's tolerations, so they are
+built on first use per toleration set (a few per pool in practice) and kept in a bounded cache.
 """
 
 from __future__ import annotations
 
 import threading
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from ..engine.clusterview import Capacity, Presence, RefKind, Unusable
 from ..grammars.quantity import QuantityError, parse_quantity
-from ..policy.models import NodeLabelRequirement, PoolSpec, TopologyLevel
+
+if TYPE_CHECKING:  # types only: `check --cluster` runs on cached policy records too (policy.cache)
+    from ..policy.models import NodeLabelRequirement, PoolSpec, TopologyLevel
+
+USABLE, CORDONED, UNUSABLE = 0, 1, 2
+MAX_CAPACITY_INDICES = 64
+# taints the node lifecycle controller mirrors from a condition or from spec.unschedulable
+CONDITION_TAINTS = {"node.kubernetes.io/not-ready": "NotReady", "node.kubernetes.io/unreachable": "NotReady"}
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 
 
-class _SelectorIndex:
+@dataclass(frozen=True)
+class NodeFacts:
+    """What the indices read from a Node; equal facts mean an update changes nothing."""
+
+    labels: dict
+    ready: bool
+    unschedulable: bool
+    taints: tuple[tuple[str, str, str], ...]  # (key, value, effect), NoSchedule and NoExecute only
+    allocatable: tuple[tuple[str, str], ...]
+
+    @classmethod
+    def of(cls, obj: dict) -> NodeFacts:
+        meta, spec, status = (obj.get(k) or {} for k in ("metadata", "spec", "status"))
+        ready = any(isinstance(c, dict) and c.get("type") == "Ready" and c.get("status") == "True"
+                    for c in status.get("conditions") or [])
+        taints = tuple(sorted((str(t.get("key") or ""), str(t.get("value") or ""), str(t.get("effect") or ""))
+                              for t in spec.get("taints") or []
+                              if isinstance(t, dict) and t.get("effect") in ("NoSchedule", "NoExecute")))
+        allocatable = tuple(sorted((str(k), str(v)) for k, v in (status.get("allocatable") or {}).items()))
+        return cls(dict(meta.get("labels") or {}), ready, bool(spec.get("unschedulable")), taints, allocatable)
+
+
+@dataclass(frozen=True)
+class Health:
+    """What makes a node usable for one workload of one pool."""
+
+    resource: str
+    selector: tuple[tuple[str, str], ...]
+    tolerations: tuple[tuple[str, str, str, str], ...]  # (key, operator, value, effect)
+
+    @classmethod
+    def of(cls, pool: PoolSpec, tolerations: tuple[dict, ...]) -> Health:
+        tols = tuple(sorted({(str(t.get("key") or ""), str(t.get("operator") or "Equal"), str(t.get("value") or ""),
+                              str(t.get("effect") or "")) for t in tolerations}))
+        return cls(pool.gpu.resource, tuple(sorted(pool.healthSelector.items())), tols)
+
+    def tolerates(self, key: str, value: str, effect: str) -> bool:
+        for t_key, operator, t_value, t_effect in self.tolerations:
+            if t_effect and t_effect != effect:
+                continue
+            if operator == "Exists" and (not t_key or t_key == key):
+                return True
+            if operator == "Equal" and t_key == key and t_value == value:
+                return True
+        return False
+
+    def classify(self, facts: NodeFacts) -> tuple[int, str]:
+        """(USABLE | CORDONED | UNUSABLE, reason) of one node."""
+        missing = [f"{k}={v}" for k, v in self.selector if facts.labels.get(k) != v]
+        if missing:
+            return UNUSABLE, f"without health label {', '.join(missing)}"
+        if not facts.ready:
+            return UNUSABLE, "NotReady"
+        gpus = dict(facts.allocatable).get(self.resource)
+        try:
+            has_gpus = gpus is not None and parse_quantity(gpus) > 0
+        except QuantityError:
+            has_gpus = False
+        if not has_gpus:
+            return UNUSABLE, f"with 0 allocatable {self.resource}"
+        for key, value, effect in facts.taints:
+            if key == UNSCHEDULABLE_TAINT or self.tolerates(key, value, effect):
+                continue
+            if key in CONDITION_TAINTS:
+                return UNUSABLE, CONDITION_TAINTS[key]
+            return UNUSABLE, f"with taint {key}{'=' + value if value else ''}:{effect} not tolerated"
+        if facts.unschedulable:
+            return CORDONED, "cordoned"
+        return USABLE, ""
+
+
+class _PoolIndex:
     """The nodes one pool selector matches (and, for a pool's required node labels, that meet those
-    requirements too), and per topology label how many sit in each domain."""
+    requirements too): per state (all USABLE when ``health`` is None) the count, and per topology label
+    how many of each state sit in each domain."""
 
-    def __init__(self, selector: dict[str, str], labels_by_node: dict[str, dict],
+    def __init__(self, selector: dict[str, str], health: Health | None, nodes: dict[str, NodeFacts],
                  requirements: Sequence[NodeLabelRequirement] = ()):
         self.selector = selector
+        self.health = health
         self.requirements = tuple(requirements)
-        self.members: set[str] = {n for n, labels in labels_by_node.items() if self.matches(labels)}
-        self.domains: dict[str, Counter] = {}
-        self.largest: dict[str, int] = {}  # cached max per label key, dropped when a counter changes
-        self._labels = labels_by_node
+        self._nodes = nodes
+        self.state: dict[str, int] = {}
+        self.counts = [0, 0, 0]
+        for name, facts in nodes.items():
+            if self.matches(facts.labels):
+                st = self._classify(facts)
+                self.state[name] = st
+                self.counts[st] += 1
+        self.domains: dict[str, list[Counter]] = {}
+        self._largest: dict[tuple[str, str], int] = {}  # (label key, figure) -> max, dropped on any change
 
     def matches(self, labels: dict) -> bool:
         return all(labels.get(k) == v for k, v in self.selector.items()) and \
             all(r.matches(labels) for r in self.requirements)
 
-    def domain(self, key: str) -> Counter:
-        counter = self.domains.get(key)
-        if counter is None:
-            counter = Counter(self._labels[n].get(key) for n in self.members)
-            counter.pop(None, None)
-            self.domains[key] = counter
-        return counter
+    def _classify(self, facts: NodeFacts) -> int:
+        return USABLE if self.health is None else self.health.classify(facts)[0]
 
-    def largest_domain(self, key: str) -> int:
-        value = self.largest.get(key)
-        if value is None:
-            value = self.largest[key] = max(self.domain(key).values(), default=0)
-        return value
+    def domain(self, key: str) -> list[Counter]:
+        counters = self.domains.get(key)
+        if counters is None:
+            counters = [Counter(), Counter(), Counter()]
+            for name, st in self.state.items():
+                value = self._nodes[name].labels.get(key)
+                if value is not None:
+                    counters[st][value] += 1
+            self.domains[key] = counters
+        return counters
 
-    def update(self, name: str, old: dict | None, new: dict | None) -> None:
-        self.largest.clear()
-        if old is not None and name in self.members:
-            self.members.discard(name)
-            for key, counter in self.domains.items():
-                value = old.get(key)
+    def largest(self, key: str, figure: str) -> int:
+        """Max over the domains of ``key`` of: total, usable or eventually (usable + cordoned)."""
+        cached = self._largest.get((key, figure))
+        if cached is None:
+            usable, cordoned, unusable = self.domain(key)
+            values = set(usable) | set(cordoned) | set(unusable)
+            if figure == "usable":
+                cached = max((usable[v] for v in values), default=0)
+            elif figure == "eventually":
+                cached = max((usable[v] + cordoned[v] for v in values), default=0)
+            else:
+                cached = max((usable[v] + cordoned[v] + unusable[v] for v in values), default=0)
+            self._largest[(key, figure)] = cached
+        return cached
+
+    def update(self, name: str, old: NodeFacts | None, new: NodeFacts | None) -> None:
+        self._largest.clear()
+        old_state = self.state.pop(name, None)
+        if old_state is not None and old is not None:
+            self.counts[old_state] -= 1
+            for key, counters in self.domains.items():
+                value = old.labels.get(key)
                 if value is not None:
-                    counter[value] -= 1
-                    if counter[value] <= 0:
-                        del counter[value]
-        if new is not None and self.matches(new):
-            self.members.add(name)
-            for key, counter in self.domains.items():
-                value = new.get(key)
+                    counters[old_state][value] -= 1
+                    if counters[old_state][value] <= 0:
+                        del counters[old_state][value]
+        if new is not None and self.matches(new.labels):
+            st = self._classify(new)
+            self.state[name] = st
+            self.counts[st] += 1
+            for key, counters in self.domains.items():
+                value = new.labels.get(key)
                 if value is not None:
-                    counter[value] += 1
+                    counters[st][value] += 1
 
 
 def _key(obj: dict) -> tuple[str, str]:
     meta = obj.get("metadata") or {}
-    return meta.get("namespace", ""), meta.get("name", "")
+    return meta.get("namespace", "") or "", meta.get("name", "") or ""
+
+
+def _slim(kind: RefKind, obj: dict) -> dict:
+    """What the engine reads of a referenced object: its name, and for claims their access modes."""
+    meta = obj.get("metadata") or {}
+    out: dict = {"metadata": {"name": meta.get("name"), "namespace": meta.get("namespace")}}
+    if kind.kind == "PersistentVolumeClaim":
+        spec, status = obj.get("spec") or {}, obj.get("status") or {}
+        out["spec"] = {"accessModes": spec.get("accessModes")}
+        out["status"] = {"phase": status.get("phase"), "accessModes": status.get("accessModes")}
+    return out
 
 
 class ClusterIndex:
-    """Nodes (by their labels) and ResourceQuotas, answering the ``ClusterView`` questions."""
+    """Nodes, ResourceQuotas and referenced objects, answering the ``ClusterView`` questions."""
 
     name = "index"
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._labels: dict[str, dict] = {}
-        self._indices: dict[tuple, _SelectorIndex] = {}
+        self._nodes: dict[str, NodeFacts] = {}
+        self._indices: OrderedDict[tuple, _PoolIndex] = OrderedDict()
         self._quotas: dict[str, dict[str, dict]] = {}  # namespace -> name -> ResourceQuota
+        self._refs: dict[str, dict[tuple[str, str], dict]] = {}  # kind -> (namespace, name) -> slim object
+        self._ref_state: dict[str, Presence] = {}  # kind -> missing (listed) | not_served; absent: unknown
+        self._served: frozenset[str] | None = None  # group/versions the cluster serves; None: unknown
 
     def knows_nodes(self) -> bool:
         return True
@@ -89,35 +217,81 @@ class ClusterIndex:
     def knows_quotas(self) -> bool:
         return True
 
-    # ---- ClusterView ------------------------------------------------------------------------
-    def _index(self, pool: PoolSpec, requirements: Sequence[NodeLabelRequirement] = ()) -> _SelectorIndex:
-        key = (tuple(sorted(pool.nodeSelector.items())), tuple(r.identity for r in requirements))
+    def knows_kind(self, kind: RefKind) -> bool:
+        return kind.kind in self._ref_state
+
+    # ---- ClusterView: sizes and capacity ------------------------------------------------------
+    def _index(self, pool: PoolSpec, health: Health | None = None,
+               requirements: Sequence[NodeLabelRequirement] = ()) -> _PoolIndex:
+        key = (tuple(sorted(pool.nodeSelector.items())), health, tuple(r.identity for r in requirements))
         index = self._indices.get(key)
         if index is None:
             with self._lock:
                 index = self._indices.get(key)
                 if index is None:
-                    index = self._indices[key] = _SelectorIndex(dict(pool.nodeSelector), self._labels, requirements)
+                    index = self._indices[key] = _PoolIndex(dict(pool.nodeSelector), health, self._nodes,
+                                                            requirements)
+                    if len(self._indices) > MAX_CAPACITY_INDICES:  # drop the oldest capacity index
+                        oldest = next(k for k in self._indices if k[1] is not None or k[2])
+                        del self._indices[oldest]
         return index
 
     def pool_nodes(self, pool: PoolSpec) -> int | None:
         if not self.knows_nodes():
             return None
-        return len(self._index(pool).members)
+        return sum(self._index(pool).counts)
+
+    def pool_nodes_matching(self, pool: PoolSpec, requirements: Sequence[NodeLabelRequirement]) -> int | None:
+        """Pool nodes meeting ``requirements`` (a pool's required node labels): an index of its own per
+        set of requirements, kept current by node events like the others."""
+        if not self.knows_nodes():
+            return None
+        return sum(self._index(pool, None, requirements).counts)
 
     def largest_domain(self, pool: PoolSpec, level: TopologyLevel) -> int | None:
         if not self.knows_nodes():
             return None
         index = self._index(pool)
         with self._lock:
-            return index.largest_domain(level.nodeLabel)
+            return index.largest(level.nodeLabel, "total")
 
-    def pool_nodes_matching(self, pool: PoolSpec, requirements: Sequence[NodeLabelRequirement]) -> int | None:
-        """Pool nodes meeting ``requirements``: an index of its own per set of requirements, kept current
-        by the same node events, so the answer costs a look-up at any cluster size."""
+    def capacity(self, pool: PoolSpec, level: TopologyLevel | None, tolerations: tuple[dict, ...]) -> Capacity | None:
         if not self.knows_nodes():
             return None
-        return len(self._index(pool, requirements).members)
+        index = self._index(pool, Health.of(pool, tolerations))
+        with self._lock:
+            if level is None:
+                usable, cordoned, unusable = index.counts
+                return Capacity(usable, usable + cordoned, usable + cordoned + unusable)
+            key = level.nodeLabel
+            return Capacity(index.largest(key, "usable"), index.largest(key, "eventually"), index.largest(key, "total"))
+
+    def unusable(self, pool: PoolSpec, level: TopologyLevel | None, tolerations: tuple[dict, ...]) -> Unusable | None:
+        """Walks one domain's members: only for the message of a denial, never on the admitted path."""
+        if not self.knows_nodes():
+            return None
+        health = Health.of(pool, tolerations)
+        index = self._index(pool, health)
+        with self._lock:
+            domain = None
+            if level is not None:
+                usable, cordoned, unusable = index.domain(level.nodeLabel)
+                values = set(usable) | set(cordoned) | set(unusable)
+                if not values:
+                    return None
+                domain = max(sorted(values), key=lambda v: (usable[v] + cordoned[v], usable[v] + cordoned[v]
+                                                            + unusable[v]))
+            reasons: dict[str, list[str]] = {}
+            counts = [0, 0, 0]
+            for name in index.state:
+                facts = self._nodes[name]
+                if level is not None and facts.labels.get(level.nodeLabel) != domain:
+                    continue
+                st, reason = health.classify(facts)
+                counts[st] += 1
+                if st != USABLE:
+                    reasons.setdefault(reason, []).append(name)
+        return Unusable(domain, sum(counts), counts[USABLE], counts[USABLE] + counts[CORDONED], reasons)
 
     def gpu_quota(self, namespace: str, resource: str) -> tuple[int, int] | None:
         if not self.knows_quotas():
@@ -138,35 +312,53 @@ class ClusterIndex:
                 best = (hard, used)  # the quota with the least room is the one that binds
         return best
 
-    # ---- changes ------------------------------------------------------------------------------
+    # ---- ClusterView: references and freshness -------------------------------------------------
+    def reference(self, kind: RefKind, name: str, namespace: str | None = None) -> tuple[Presence, dict | None]:
+        state = self._ref_state.get(kind.kind)
+        if state is None:
+            return Presence.unknown, None
+        if state is Presence.not_served:
+            return state, None
+        obj = self._refs.get(kind.kind, {}).get((namespace or "" if kind.namespaced else "", name))
+        return (Presence.present, obj) if obj is not None else (Presence.missing, None)
+
+    def serves(self, api_version: str) -> bool | None:
+        served = self._served
+        return None if served is None else api_version in served
+
+    def stale(self) -> str | None:
+        return None
+
+    # ---- changes: nodes -------------------------------------------------------------------------
     def put_node(self, obj: dict) -> None:
         name = (obj.get("metadata") or {}).get("name")
         if not name:
             return
-        labels = dict((obj.get("metadata") or {}).get("labels") or {})
+        facts = NodeFacts.of(obj)
         with self._lock:
-            old = self._labels.get(name)
-            if old == labels:
+            old = self._nodes.get(name)
+            if old == facts:
                 return
-            self._labels[name] = labels
+            self._nodes[name] = facts
             for index in self._indices.values():
-                index.update(name, old, labels)
+                index.update(name, old, facts)
 
     def delete_node(self, obj: dict) -> None:
         name = (obj.get("metadata") or {}).get("name")
         with self._lock:
-            old = self._labels.pop(name, None)
+            old = self._nodes.pop(name, None)
             if old is not None:
                 for index in self._indices.values():
                     index.update(name, old, None)
 
     def replace_nodes(self, items: list[dict]) -> None:
         with self._lock:
-            self._labels.clear()
+            self._nodes.clear()
             self._indices.clear()  # rebuilt lazily from the fresh set
         for item in items:
             self.put_node(item)
 
+    # ---- changes: quotas ----------------------------------------------------------------------
     def put_quota(self, obj: dict) -> None:
         namespace, name = _key(obj)
         self._quotas.setdefault(namespace, {})[name] = obj
@@ -181,3 +373,22 @@ class ClusterIndex:
             namespace, name = _key(obj)
             fresh.setdefault(namespace, {})[name] = obj
         self._quotas = fresh  # swapped whole: readers see the old or the new set, never half
+
+    # ---- changes: referenced objects and served APIs -----------------------------------------------
+    def put_ref(self, kind: RefKind, obj: dict) -> None:
+        self._refs.setdefault(kind.kind, {})[_key(obj)] = _slim(kind, obj)
+        self._ref_state.setdefault(kind.kind, Presence.missing)
+
+    def delete_ref(self, kind: RefKind, obj: dict) -> None:
+        self._refs.get(kind.kind, {}).pop(_key(obj), None)
+
+    def replace_refs(self, kind: RefKind, items: list[dict]) -> None:
+        self._refs[kind.kind] = {_key(obj): _slim(kind, obj) for obj in items}  # swapped whole
+        self._ref_state[kind.kind] = Presence.missing  # listed: anything not in it is missing
+
+    def refs_not_served(self, kind: RefKind) -> None:
+        self._refs.pop(kind.kind, None)
+        self._ref_state[kind.kind] = Presence.not_served
+
+    def set_served(self, api_versions: set[str]) -> None:
+        self._served = frozenset(api_versions)

@@ -4,6 +4,23 @@ from __future__ import annotations
 
 import os
 import socket
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Permission:
+    """One RBAC rule a component of the server needs: verbs on a resource, cluster-wide unless
+    ``namespaced`` (then in the server's own namespace), limited to ``names`` when given.
+
+    Each component declares what it calls next to the code that calls it; deploy/base/rbac.yaml
+    grants exactly their union (a test compares them, and the integration tier asks the real
+    authorizer)."""
+
+    group: str
+    resource: str
+    verbs: tuple[str, ...]
+    names: tuple[str, ...] = ()
+    namespaced: bool = False
 
 
 def load_config() -> None:
@@ -13,7 +30,8 @@ def load_config() -> None:
     try:
         config.load_incluster_config()
     except config.ConfigException:
-        config.load_kube_config()
+        # $KUBECONFIG read now: the client reads it once, when it is first imported
+        config.load_kube_config(config_file=os.environ.get("KUBECONFIG") or None)
 
 
 def identity() -> str:

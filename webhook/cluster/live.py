@@ -1,9 +1,20 @@
-"""A live cluster view: Nodes and ResourceQuotas kept current by list + watch.
+"""A live cluster view: Nodes, ResourceQuotas and the referenced kinds, kept current by list + watch.
 
 The answers come from ``cluster.ClusterIndex`` (the same code as the snapshot view); this module
-only keeps the index current. Lists are paginated; a watch that expires (410) relists; bookmarks
-keep the resourceVersion fresh. Objects are kept as plain JSON dicts, as the apiserver sends them,
-and the view answers "unknown" until the first list of both kinds is in.
+only keeps the index current, and says how old it is. Lists are paginated; a watch that expires
+(410, as an HTTP status or as an ERROR event) relists; bookmarks keep the resourceVersion fresh.
+Objects are kept as plain JSON dicts, as the apiserver sends them, and the view answers "unknown"
+until the first list of every required kind and the first discovery are in.
+
+Kinds a CRD adds (Multus networks, Volcano queues, Kueue local queues) are optional: a 404 on their
+list means the cluster does not serve them, which the engine reports as such, and the list is
+retried every ``crd_recheck`` seconds in case the CRD gets installed.
+
+Freshness: each kind records when it was last known current (a list completed, a watch opened, an
+event or bookmark arrived, a watch ended normally after its ``timeoutSeconds``). Watches carry a
+client read timeout, so a connection that stalls without closing raises instead of hanging. When
+the oldest kind is older than ``max_age`` the view is stale: ``/readyz`` fails, and decisions made
+meanwhile report ``cluster.view-stale`` and ignore the view.
 """
 
 from __future__ import annotations
@@ -12,23 +23,103 @@ import json
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
+from ..engine.clusterview import REFERENCE_KINDS, RefKind
 from .index import ClusterIndex
+from .kube import Permission
+
+
+@dataclass(frozen=True)
+class Watched:
+    """One kind the view lists and watches."""
+
+    name: str  # the resource (plural)
+    group: str
+    version: str
+    required: bool  # needed for the first sync; optional kinds may be unserved (their CRD is not installed)
+    ref: RefKind | None = None
+
+
+WATCHED: tuple[Watched, ...] = (
+    Watched("nodes", "", "v1", True),
+    Watched("resourcequotas", "", "v1", True),
+    *(Watched(k.plural, k.group, k.version, k.provided_by == "Kubernetes", k) for k in REFERENCE_KINDS),
+)
+# what the view needs from RBAC (deploy/base/rbac.yaml grants it; tests/test_deploy.py compares)
+PERMISSIONS: tuple[Permission, ...] = tuple(Permission(w.group, w.name, ("list", "watch")) for w in WATCHED)
+
+
+class ApiError(Exception):
+    """A non-2xx answer, or an ERROR event on a watch stream."""
+
+    def __init__(self, status: int, reason: str):
+        super().__init__(f"{status} {reason}")
+        self.status, self.reason = status, reason
+
+
+def _call(func: Callable, *args, **kwargs):
+    """Call a generated client function for its raw response; any non-2xx answer becomes ApiError."""
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        resp = func(*args, **kwargs)
+    except ApiException as exc:
+        raise ApiError(int(exc.status or 0), str(exc.reason or "")) from exc
+    _check(resp)
+    return resp
+
+
+def _check(resp) -> None:
+    status = getattr(resp, "status", 200)
+    if not 200 <= status <= 299:
+        body = resp.data if hasattr(resp, "data") else b""
+        try:
+            reason = json.loads(body).get("message", "")
+        except (ValueError, AttributeError):
+            reason = body[:200].decode(errors="replace") if isinstance(body, bytes) else str(body)
+        resp.release_conn()
+        raise ApiError(status, reason)
+
+
+def _lines(resp):
+    """Lines of a streamed watch response, as they arrive."""
+    buf = b""
+    for chunk in resp.stream(65536, decode_content=False):
+        buf += chunk
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            if line.strip():
+                yield line
+    if buf.strip():
+        yield buf
 
 
 class LiveCluster(ClusterIndex):
     name = "live"
 
-    def __init__(self, core, page_size: int = 500, log: Callable[[str], None] = print,
-                 watch_timeout: int = 300):
+    def __init__(self, core, page_size: int = 500, log: Callable[[str], None] = print, watch_timeout: int = 60,
+                 custom=None, max_age: float | None = None, read_timeout: float | None = None,
+                 crd_recheck: float = 60.0, discovery_interval: float = 60.0,
+                 clock: Callable[[], float] = time.monotonic):
         super().__init__()
         self.core = core
+        self.custom = custom
         self.page_size = page_size
         self.log = log
         self.watch_timeout = watch_timeout
+        self.read_timeout = read_timeout if read_timeout is not None else watch_timeout + 15.0
+        self.max_age = max_age
+        self.crd_recheck = crd_recheck
+        self.discovery_interval = discovery_interval
+        self.clock = clock
         self.synced = threading.Event()
         self._listed: set[str] = set()
+        self._discovered = False
+        self._fresh: dict[str, float] = {}
         self.relists = 0
+        self.bookmarks = 0
+        self._by_name = {w.name: w for w in WATCHED}
 
     def knows_nodes(self) -> bool:
         return self.synced.is_set()
@@ -36,60 +127,124 @@ class LiveCluster(ClusterIndex):
     def knows_quotas(self) -> bool:
         return self.synced.is_set()
 
-    def _kinds(self):
-        return {
-            "nodes": (self.core.list_node, self.put_node, self.delete_node, self.replace_nodes),
-            "resourcequotas": (self.core.list_resource_quota_for_all_namespaces, self.put_quota,
-                               self.delete_quota, self.replace_quotas),
-        }
+    # ---- freshness ------------------------------------------------------------------------------
+    def _touch(self, kind: str) -> None:
+        self._fresh[kind] = self.clock()
+
+    def age(self) -> float | None:
+        """Seconds since the least recently confirmed kind was known current (None before the first sync)."""
+        if not self.synced.is_set() or not self._fresh:
+            return None
+        return max(0.0, self.clock() - min(self._fresh.values()))
+
+    def stale(self) -> str | None:
+        age = self.age()
+        if self.max_age is None or age is None or age <= self.max_age:
+            return None
+        oldest = min(self._fresh, key=self._fresh.__getitem__)
+        return (f"the cluster view is {age:.0f}s old ({oldest} last confirmed then), over the limit of "
+                f"{self.max_age:.0f}s")
+
+    # ---- API calls ------------------------------------------------------------------------------
+    def _api(self, w: Watched) -> tuple[Callable, tuple]:
+        if w.group == "":
+            return {"nodes": self.core.list_node, "resourcequotas": self.core.list_resource_quota_for_all_namespaces,
+                    "persistentvolumeclaims": self.core.list_persistent_volume_claim_for_all_namespaces}[w.name], ()
+        if self.custom is None:
+            from kubernetes import client
+
+            self.custom = client.CustomObjectsApi(self.core.api_client)
+        return self.custom.list_cluster_custom_object, (w.group, w.version, w.name)
+
+    def _apply(self, w: Watched, kind_of: str, obj: dict) -> None:
+        if w.ref is not None:
+            (self.put_ref if kind_of != "DELETED" else self.delete_ref)(w.ref, obj)
+        elif w.name == "nodes":
+            (self.put_node if kind_of != "DELETED" else self.delete_node)(obj)
+        else:
+            (self.put_quota if kind_of != "DELETED" else self.delete_quota)(obj)
+
+    def _replace(self, w: Watched, items: list[dict]) -> None:
+        if w.ref is not None:
+            self.replace_refs(w.ref, items)
+        elif w.name == "nodes":
+            self.replace_nodes(items)
+        else:
+            self.replace_quotas(items)
+
+    def _mark_listed(self, kind: str) -> None:
+        self._listed.add(kind)
+        self._touch(kind)
+        self._check_synced()
+
+    def _check_synced(self) -> None:
+        if self._discovered and self._listed >= {w.name for w in WATCHED if w.required}:
+            self.synced.set()
 
     def list_all(self, kind: str) -> str:
         """Paginated list; replaces the kind's contents; returns the list's resourceVersion."""
-        func, _, _, replace = self._kinds()[kind]
+        w = self._by_name[kind]
+        func, args = self._api(w)
         items: list[dict] = []
         token = None
         while True:
-            kwargs = {"limit": self.page_size, "_preload_content": False}
+            kwargs = {"limit": self.page_size, "_preload_content": False, "_request_timeout": (10, 60)}
             if token:
                 kwargs["_continue"] = token
-            data = json.loads(func(**kwargs).data)
+            resp = _call(func, *args, **kwargs)
+            data = json.loads(resp.data)
             items.extend(data.get("items") or [])
             token = (data.get("metadata") or {}).get("continue")
             if not token:
                 break
-        replace(items)
-        self._listed.add(kind)
-        if self._listed >= {"nodes", "resourcequotas"}:
-            self.synced.set()
+        self._replace(w, items)
+        self._mark_listed(kind)
         return str((data.get("metadata") or {}).get("resourceVersion", ""))
 
     def watch(self, kind: str, resource_version: str, stop: threading.Event) -> str:
         """Apply watch events until the stream ends and return the last resourceVersion seen;
-        raises ApiException(410) when the resourceVersion expired (the caller relists)."""
-        from kubernetes import watch
-        from kubernetes.client.exceptions import ApiException
-
-        func, put, delete, _ = self._kinds()[kind]
-        w = watch.Watch()
+        raises ApiError(410) when the resourceVersion expired (the caller relists)."""
+        w = self._by_name[kind]
+        func, args = self._api(w)
+        resp = _call(func, *args, watch=True, resource_version=resource_version, allow_watch_bookmarks=True,
+                     timeout_seconds=self.watch_timeout, _preload_content=False,
+                     _request_timeout=(10, self.read_timeout))
         rv = resource_version
-        for event in w.stream(func, resource_version=rv, allow_watch_bookmarks=True,
-                              timeout_seconds=self.watch_timeout, deserialize=False):
-            kind_of, obj = event.get("type"), event.get("object") or {}
-            if kind_of == "ERROR":
-                raise ApiException(status=obj.get("code"), reason=obj.get("reason"))
-            if kind_of in ("ADDED", "MODIFIED"):
-                put(obj)
-            elif kind_of == "DELETED":
-                delete(obj)
-            rv = (obj.get("metadata") or {}).get("resourceVersion", rv)
-            if stop.is_set():
-                w.stop()
-                break
+        self._touch(kind)
+        try:
+            for line in _lines(resp):
+                event = json.loads(line)
+                kind_of, obj = event.get("type"), event.get("object") or {}
+                if kind_of == "ERROR":
+                    raise ApiError(int(obj.get("code") or 500), f"{obj.get('reason')}: {obj.get('message')}")
+                if kind_of == "BOOKMARK":
+                    self.bookmarks += 1
+                elif kind_of in ("ADDED", "MODIFIED", "DELETED"):
+                    self._apply(w, kind_of, obj)
+                rv = (obj.get("metadata") or {}).get("resourceVersion", rv)
+                self._touch(kind)
+                if stop.is_set():
+                    break
+        finally:
+            resp.release_conn()
+        self._touch(kind)  # the server ended the watch after timeoutSeconds: nothing was missed
         return rv
 
-    def run(self, kind: str, stop: threading.Event) -> None:
-        from kubernetes.client.exceptions import ApiException
+    def discover(self) -> None:
+        """The group/versions the cluster serves (for the PodGroup kinds the reconciler writes)."""
+        from kubernetes import client
 
+        resp = _call(client.ApisApi(self.core.api_client).get_api_versions, _preload_content=False,
+                     _request_timeout=(10, 30))
+        data = json.loads(resp.data)
+        self.set_served({v.get("groupVersion") for g in data.get("groups") or [] for v in g.get("versions") or []}
+                        | {"v1"})
+        self._discovered = True
+        self._check_synced()
+
+    # ---- loops ----------------------------------------------------------------------------------
+    def run(self, kind: str, stop: threading.Event) -> None:
+        w = self._by_name[kind]
         backoff = 1.0
         while not stop.is_set():
             try:
@@ -97,17 +252,32 @@ class LiveCluster(ClusterIndex):
                 backoff = 1.0
                 while not stop.is_set():
                     rv = self.watch(kind, rv, stop)
-            except ApiException as exc:
+            except ApiError as exc:
                 if exc.status == 410:
                     self.relists += 1
                     self.log(f"cluster view: {kind} watch expired; relisting")
                     continue
+                if exc.status == 404 and not w.required and w.ref is not None:
+                    self.refs_not_served(w.ref)  # its CRD is not installed: nothing of it can exist
+                    self._fresh.pop(kind, None)  # nothing to keep current until it is served
+                    stop.wait(self.crd_recheck)
+                    continue
                 self.log(f"cluster view: {kind}: {exc.status} {exc.reason}; retrying in {backoff:.0f}s")
             except Exception as exc:
                 self.log(f"cluster view: {kind}: {exc!r}; retrying in {backoff:.0f}s")
-            time.sleep(backoff)
+            stop.wait(backoff)
             backoff = min(backoff * 2, 30.0)
 
+    def run_discovery(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            try:
+                self.discover()
+                stop.wait(self.discovery_interval)
+            except Exception as exc:
+                self.log(f"cluster view: discovery: {exc!r}; retrying in 5s")
+                stop.wait(5.0)
+
     def start(self, stop: threading.Event) -> None:
-        for kind in ("nodes", "resourcequotas"):
-            threading.Thread(target=self.run, args=(kind, stop), name=f"watch-{kind}", daemon=True).start()
+        threading.Thread(target=self.run_discovery, args=(stop,), name="discovery", daemon=True).start()
+        for w in WATCHED:
+            threading.Thread(target=self.run, args=(w.name, stop), name=f"watch-{w.name}", daemon=True).start()

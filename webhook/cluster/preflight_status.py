@@ -23,9 +23,22 @@ from dataclasses import dataclass, field
 
 from ..engine.workloads import Workload, adapter_for
 from ..grammars.preflight import CONTAINER_NAME, Result
+from .kube import Permission
 from .lease import LeaderLease
 
 LEASE = "trainadmit-preflight-status"
+# (group, plural) of the workloads whose controller owns their Pods directly: the ones that get the
+# annotation (a JobSet's or TrainJob's Pods belong to batch Jobs; a LeaderWorkerSet's to StatefulSets)
+POD_OWNERS: tuple[tuple[str, str], ...] = (
+    ("batch", "jobs"), ("kubeflow.org", "pytorchjobs"), ("kubeflow.org", "mpijobs"), ("ray.io", "rayclusters"),
+    ("batch.volcano.sh", "jobs"),
+)
+PERMISSIONS: tuple[Permission, ...] = (
+    Permission("", "pods", ("list",)),  # the preflight results, in init container statuses
+    Permission("", "events", ("create",)),  # one Warning Event per failed attempt
+    *(Permission(group, plural, ("get", "patch")) for group, plural in POD_OWNERS),  # the annotation
+    Permission("coordination.k8s.io", "leases", ("get", "update"), (LEASE,), namespaced=True),
+)
 EVENT_REASON = "PreflightFailed"
 MAX_SHOWN = 3  # failures spelled out in the annotation; the rest are counted
 MAX_LINE = 200
@@ -145,7 +158,8 @@ class PreflightStatus:
             meta = pod.get("metadata") or {}
             ref = next((r for r in meta.get("ownerReferences") or [] if isinstance(r, dict) and r.get("controller")),
                        None)
-            if ref is None or adapter_for(ref.get("apiVersion"), ref.get("kind")) is None:
+            adapter = adapter_for(ref.get("apiVersion"), ref.get("kind")) if ref is not None else None
+            if adapter is None or (adapter.group, adapter.plural) not in POD_OWNERS:
                 continue  # a bare Pod, or an owner trainadmit has no adapter for (StatefulSet of a LeaderWorkerSet)
             key = (meta.get("namespace"), ref["apiVersion"], ref["kind"], ref.get("name"), ref.get("uid"))
             out.setdefault(key, []).append(pod)
@@ -264,4 +278,4 @@ class PreflightStatus:
             stop.wait(interval)
 
 
-__all__ = ["LEASE", "Outcome", "PreflightStatus", "expected_pods", "outcome", "summary"]
+__all__ = ["LEASE", "PERMISSIONS", "POD_OWNERS", "Outcome", "PreflightStatus", "expected_pods", "outcome", "summary"]

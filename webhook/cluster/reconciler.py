@@ -92,7 +92,14 @@ class PodGroupReconciler:
                     continue
                 raise
             self._missing.discard(kind)
-            out.extend(item for item in listed.get("items") or [] if isinstance(item, dict))
+            # a real apiserver's list items carry no apiVersion/kind (the owner reference needs both)
+            group, version = kind[0], kind[1]
+            item_kind = str(listed.get("kind") or "").removesuffix("List")
+            for item in listed.get("items") or []:
+                if isinstance(item, dict):
+                    item.setdefault("apiVersion", f"{group}/{version}" if group else version)
+                    item.setdefault("kind", item_kind)
+                    out.append(item)
         return out
 
     def step(self) -> list[str]:

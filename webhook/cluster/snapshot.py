@@ -1,8 +1,15 @@
 """A cluster view from saved API objects: what `trainadmit check --cluster` reads.
 
-`kubectl get nodes -o json` and `kubectl get resourcequotas -A -o json` give a NodeList and a
-ResourceQuotaList; a recorded watch stream (``.jsonl``) works too. The answers come from the same
-``ClusterIndex`` the live view uses, so CI and the server size pools and quotas the same way.
+`kubectl get nodes -o json`, `kubectl get resourcequotas,priorityclasses,pvc -A -o json` (and the
+same for network-attachment-definitions, Volcano queues, Kueue localqueues) give lists of the
+kinds the engine asks about; `kubectl get --raw /apis` gives the served API groups (an
+``APIGroupList``); a recorded watch stream (``.jsonl``) works too. The answers come from the same
+``ClusterIndex`` the live view uses, so CI and the server size pools, count usable nodes and look up
+referenced objects the same way.
+
+A kind counts as known (so a missing object is reported missing, not unverified) when the snapshot
+holds at least one object of it, or a typed list of it (``PriorityClassList``, as the API returns,
+even empty): a plain ``List`` with no items says nothing about which kind it was.
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ from pathlib import Path
 
 import yaml
 
+from ..engine.clusterview import REFERENCE_KINDS, RefKind
 from .index import ClusterIndex
 
 
@@ -19,28 +27,50 @@ class SnapshotError(ValueError):
     pass
 
 
+def _ref_kind(api_version: str, kind: str) -> RefKind | None:
+    group = api_version.split("/", 1)[0] if "/" in api_version else ""
+    for ref in REFERENCE_KINDS:
+        if ref.kind == kind and (not api_version or ref.group == group):
+            return ref
+    return None
+
+
 class SnapshotCluster(ClusterIndex):
-    """A cluster view built from saved API objects (Node, NodeList, ResourceQuota, ResourceQuotaList, List)."""
+    """A cluster view built from saved API objects (Nodes, ResourceQuotas, referenced kinds, their Lists)."""
 
     def __init__(self, objects: list[dict], name: str = "snapshot"):
         super().__init__()
         self.name = name
         self._has_nodes = False
+        served: set[str] = set()
+        self._has_api_groups = False
         for obj in objects:
-            self._add(obj)
+            self._add(obj, served)
+        if self._has_api_groups:
+            self.set_served(served | {"v1"})
 
     def knows_nodes(self) -> bool:
         return self._has_nodes  # a snapshot of quotas alone says nothing about pools
 
-    def _add(self, obj: object) -> None:
+    def _add(self, obj: object, served: set[str]) -> None:
         if not isinstance(obj, dict):
             raise SnapshotError("a cluster snapshot holds Kubernetes objects (mappings)")
-        kind = obj.get("kind", "")
-        if kind.endswith("List") and isinstance(obj.get("items"), list):
+        kind, api_version = str(obj.get("kind", "")), str(obj.get("apiVersion", ""))
+        if kind == "APIGroupList":
+            self._has_api_groups = True
+            for group in obj.get("groups") or []:
+                served.update(v.get("groupVersion") for v in (group or {}).get("versions") or [] if v)
+        elif kind.endswith("List") and isinstance(obj.get("items"), list):
+            item_kind = kind[: -len("List")]
+            ref = _ref_kind(api_version, item_kind) if item_kind else None
+            if ref is not None:  # a typed list: the whole kind, even when empty
+                self.replace_refs(ref, [])
+            elif item_kind == "Node":
+                self._has_nodes = True
             for item in obj["items"]:
                 if isinstance(item, dict) and "kind" not in item:
-                    item = {**item, "kind": kind[: -len("List")]}
-                self._add(item)
+                    item = {**item, "kind": item_kind, "apiVersion": api_version}
+                self._add(item, served)
         elif kind == "Node":
             self._has_nodes = True
             self.put_node(obj)
@@ -48,6 +78,10 @@ class SnapshotCluster(ClusterIndex):
             self.put_quota(obj)
         elif kind == "Status":
             raise SnapshotError(f"snapshot holds an API error: {obj.get('message', obj.get('reason'))}")
+        else:
+            ref = _ref_kind(api_version, kind)
+            if ref is not None:
+                self.put_ref(ref, obj)
 
     @classmethod
     def from_files(cls, paths: list[str]) -> SnapshotCluster:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..policy import PolicyError, PolicyProblem, PolicySet, load_policy_dir
+from ..policy import PolicyError, PolicyProblem, PolicySet
 from .decide import decide, match
 from .decision import Decision, Injection, Source, Violation
 from .registry import RULE_DEFAULTS, RULES
@@ -18,6 +18,8 @@ from .workloads import HANDLED_KINDS
 def load_policy(directory: str | Path) -> PolicySet:
     """Load a policy directory, checking what names the engine's own facts against them: rule-action
     overrides against the declared rules, custom rules' kinds against the handled kinds."""
+    from ..policy.loader import load_policy_dir  # pydantic: not for a set from the policy cache
+
     policy = load_policy_dir(directory, RULES)
     problems = []
     for name, spec in sorted(policy.rules.items()):

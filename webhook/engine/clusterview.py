@@ -1,16 +1,111 @@
 """The questions the engine asks about the cluster, and the answer "unknown".
 
 The engine never lists nodes itself: it asks through ``ClusterView``. ``NoCluster`` answers
-"unknown" (the policy's own figures are used); ``trainadmit.cluster`` implements the protocol from
-saved objects (`check --cluster`) and from a live list + watch (`serve --cluster-live`).
+"unknown" (the policy's own figures are used, and the objects a decision names stay unverified);
+``trainadmit.cluster`` implements the protocol from saved objects (`check --cluster`) and from a live
+list + watch (`serve --cluster-live`).
+
+Four families of questions:
+- sizes: nodes of a pool and of its largest topology domain (every node the pool's selector matches);
+- capacity: of those, how many can take the work now (Ready, schedulable, taints tolerated, GPUs
+  allocatable, the pool's health labels), how many once cordoned nodes return, and which are not
+  usable and why;
+- references: whether an object a decision names (PriorityClass, PVC, NetworkAttachmentDefinition,
+  queue) exists, and whether an API group/version (a PodGroup kind the reconciler writes) is served;
+- freshness: whether the view itself is too old to be trusted.
+
+The kinds a decision may reference are declared here (``REFERENCE_KINDS``), once: the live view
+lists and watches them, the snapshot reads them, and deploy/'s RBAC grants exactly that.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Protocol
 
-from ..policy.models import NodeLabelRequirement, PoolSpec, TopologyLevel
+from ..policy.vocab import Action
+from .concern import Concern, rule
+
+if TYPE_CHECKING:  # types only: the engine runs on cached policy records too (policy.cache)
+    from ..policy.models import NodeLabelRequirement, PoolSpec, TopologyLevel
+
+VIEW_STALE = rule("cluster.view-stale", Action.deny,
+                  "the live cluster view is older than the server's --cluster-max-age: the decision was made "
+                  "without it (warn: admit with a warning)")
+CONCERN = Concern("cluster", rules=(VIEW_STALE,))
+
+
+class Presence(StrEnum):
+    """What the view knows about one referenced object."""
+
+    unknown = "unknown"  # the view does not hold this kind (no view, or not in the snapshot)
+    missing = "missing"  # the view holds every object of the kind, and not this one
+    not_served = "not-served"  # the cluster does not serve the kind at all (its CRD is not installed)
+    present = "present"
+
+
+@dataclass(frozen=True)
+class RefKind:
+    """A kind of object a decision may name: what it takes to list it and to tell a user how to make one."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool
+    provided_by: str  # who installs the kind ("Kubernetes", "Multus", …), for "not served" messages
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+PRIORITY_CLASS = RefKind("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False, "Kubernetes")
+PERSISTENT_VOLUME_CLAIM = RefKind("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", True, "Kubernetes")
+NETWORK_ATTACHMENT = RefKind("k8s.cni.cncf.io", "v1", "NetworkAttachmentDefinition", "network-attachment-definitions",
+                             True, "Multus")
+VOLCANO_QUEUE = RefKind("scheduling.volcano.sh", "v1beta1", "Queue", "queues", False, "Volcano")
+KUEUE_LOCAL_QUEUE = RefKind("kueue.x-k8s.io", "v1beta1", "LocalQueue", "localqueues", True, "Kueue")
+# Kinds every cluster serves (the view lists them from the start) and kinds a CRD adds (absent: "not served").
+CORE_REFERENCE_KINDS: tuple[RefKind, ...] = (PRIORITY_CLASS, PERSISTENT_VOLUME_CLAIM)
+CRD_REFERENCE_KINDS: tuple[RefKind, ...] = (NETWORK_ATTACHMENT, VOLCANO_QUEUE, KUEUE_LOCAL_QUEUE)
+REFERENCE_KINDS: tuple[RefKind, ...] = CORE_REFERENCE_KINDS + CRD_REFERENCE_KINDS
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """Nodes of a pool (``level`` None) or of its largest domain of a level that can take a workload.
+
+    ``usable``: can take it now; ``eventually``: also counting nodes that are only cordoned (an
+    administrator's reversible decision); ``total``: every node the pool's selector matches. For a
+    level, each figure is the largest over the level's domains."""
+
+    usable: int
+    eventually: int
+    total: int
+
+
+@dataclass(frozen=True)
+class Unusable:
+    """Why nodes of one domain (or of the whole pool) cannot take a workload now: reason -> node names.
+
+    For a level, the domain is the one with the most nodes usable once cordons lift (the best chance)."""
+
+    domain: str | None  # the domain's label value, None for the whole pool
+    total: int
+    usable: int
+    eventually: int
+    reasons: dict[str, list[str]] = field(default_factory=dict)  # "cordoned" included
+
+    def describe(self, limit: int = 4) -> str:
+        parts = []
+        for reason, names in sorted(self.reasons.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+            more = f", … ({len(names) - limit} more)" if len(names) > limit else ""
+            shown = ", ".join(sorted(names)[:limit]) + more
+            parts.append(f"{len(names)} {reason} ({shown})")
+        return "; ".join(parts)
 
 
 class ClusterView(Protocol):
@@ -27,10 +122,25 @@ class ClusterView(Protocol):
 
     def pool_nodes_matching(self, pool: PoolSpec, requirements: Sequence[NodeLabelRequirement]) -> int | None:
         """Nodes of the pool whose labels meet every one of ``requirements``, or None when unknown."""
+    def capacity(self, pool: PoolSpec, level: TopologyLevel | None, tolerations: tuple[dict, ...]) -> Capacity | None:
+        """Usable nodes for Pods with ``tolerations`` in the pool or its largest ``level`` domain; None: unknown."""
+
+    def unusable(self, pool: PoolSpec, level: TopologyLevel | None, tolerations: tuple[dict, ...]) -> Unusable | None:
+        """The unusable nodes of the pool, or of its largest ``level`` domain, by reason (for messages)."""
+
+    def reference(self, kind: RefKind, name: str, namespace: str | None = None) -> tuple[Presence, dict | None]:
+        """Whether the named object exists (and the object when it does)."""
+
+    def serves(self, api_version: str) -> bool | None:
+        """Whether the cluster serves ``group/version`` (None: unknown)."""
+
+    def stale(self) -> str | None:
+        """Why the view cannot be trusted right now (too old), or None."""
 
 
 class NoCluster:
     name = "none"
+    constant = True  # every answer is the same, always (the memo need not ask again)
 
     def pool_nodes(self, pool: PoolSpec) -> int | None:
         return None
@@ -42,4 +152,19 @@ class NoCluster:
         return None
 
     def pool_nodes_matching(self, pool: PoolSpec, requirements: Sequence[NodeLabelRequirement]) -> int | None:
+        return None
+
+    def capacity(self, pool: PoolSpec, level: TopologyLevel | None, tolerations: tuple[dict, ...]) -> Capacity | None:
+        return None
+
+    def unusable(self, pool: PoolSpec, level: TopologyLevel | None, tolerations: tuple[dict, ...]) -> Unusable | None:
+        return None
+
+    def reference(self, kind: RefKind, name: str, namespace: str | None = None) -> tuple[Presence, dict | None]:
+        return Presence.unknown, None
+
+    def serves(self, api_version: str) -> bool | None:
+        return None
+
+    def stale(self) -> str | None:
         return None

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..policy.models import Action
+from ..policy.vocab import Action
 
 if TYPE_CHECKING:
     from .context import Context

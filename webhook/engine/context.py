@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from ..policy import PolicySet
-from ..policy.models import Action, Enforceable
+from ..policy.vocab import Action, Enforceable
 from .clusterview import ClusterView
 from .concern import Concern, RuleId, rule
 from .decision import Injection, Source, Violation
@@ -41,6 +41,7 @@ class Context:
     concerns: dict[str, None] = field(default_factory=dict)  # concerns applied (injected or already met), in order
     gang_backend: str | None = None  # set by the gang concern when the workload gets (or has) our gang
     foreign_gang: str | None = None  # another gang mechanism the object carries (then it gets none of ours)
+    unverified: list[str] = field(default_factory=list)  # objects named that no cluster view could look up
     _gpu_containers: dict[Path, list[ContainerRef]] = field(default_factory=dict, repr=False)
 
     # ---- violations --------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..policy import PolicySet
 from . import final_state
-from .clusterview import ClusterView, NoCluster
+from .clusterview import VIEW_STALE, ClusterView, NoCluster
 from .concerns import custom, quota
 from .context import Context
 from .decision import Decision
@@ -27,16 +27,24 @@ from .shape import MALFORMED, shape_problems
 from .workloads import HANDLED_KINDS, Workload, adapter_for, workload_of
 
 
-def match(policy: PolicySet, obj: Any, namespace: str | None, user: dict | None = None) -> tuple[Workload | None, str]:
-    """The Workload when the policy applies to ``obj``, else None and the reason it does not."""
+def exempt_user(policy: PolicySet, user: dict | None) -> str:
+    """Why the requesting user is left alone (Platform.spec.exemptUsers / exemptGroups), or ""."""
     if user:
         name, groups = user.get("username"), user.get("groups")
         if isinstance(name, str) and name in policy.platform.exemptUsers:
-            return None, f"user {name} is exempt (Platform.spec.exemptUsers): left alone"
+            return f"user {name} is exempt (Platform.spec.exemptUsers): left alone"
         if isinstance(groups, list):
             exempt = [g for g in groups if isinstance(g, str) and g in policy.platform.exemptGroups]
             if exempt:
-                return None, f"group {exempt[0]} is exempt (Platform.spec.exemptGroups): left alone"
+                return f"group {exempt[0]} is exempt (Platform.spec.exemptGroups): left alone"
+    return ""
+
+
+def match(policy: PolicySet, obj: Any, namespace: str | None, user: dict | None = None) -> tuple[Workload | None, str]:
+    """The Workload when the policy applies to ``obj``, else None and the reason it does not."""
+    exempt = exempt_user(policy, user)
+    if exempt:
+        return None, exempt
     if not isinstance(obj, dict):
         return None, "not a Kubernetes object"
     workload = workload_of(obj)
@@ -93,6 +101,12 @@ def _decide(policy: PolicySet, request: Request, cluster: ClusterView | None, va
             ctx.report(MALFORMED, path, message, "fix the field's type")
         return Decision(matched=True, generation=policy.generation, reason="malformed object",
                         violations=ctx.violations)
+    uses_view = request.operation == "CREATE" or (request.operation == "UPDATE" and request.phase == "validate")
+    stale = ctx.cluster.stale() if uses_view else None
+    if stale is not None:  # old data must not size quotas or domains: decide without it, as the policy says
+        ctx.report(VIEW_STALE, "metadata", f"{stale}; decided without the cluster view",
+                   "retry once the server's cluster view has caught up (its /readyz says when)")
+        ctx.cluster = NoCluster()
     if request.operation != "CREATE":
         return _non_create(ctx)
     ctx.resolved = resolve(workload, policy, gpu_resources_of(workload, policy), ctx.report)
@@ -118,6 +132,7 @@ def _decide(policy: PolicySet, request: Request, cluster: ClusterView | None, va
     for concern in validations:
         concern.validate(ctx, view)
     decision.violations = ctx.violations
+    decision.unverified = ctx.unverified
     return decision
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..policy.models import Action
+from ..policy.vocab import Action
 from .paths import Path, field_path, pointer
 
 
@@ -81,6 +81,8 @@ class Decision:
     generation: str = ""
     summary: dict[str, Any] = field(default_factory=dict)
     patch_json: str | None = None  # the patch already serialized (a remembered decision): wins over ``patch``
+    # objects the decision names that could not be looked up (no cluster view): they may not exist
+    unverified: list[str] = field(default_factory=list)
 
     @property
     def denials(self) -> list[Violation]:
@@ -111,4 +113,5 @@ class Decision:
             "injected": [i.as_dict() for i in self.injections],
             "companions": self.companions,
             "summary": self.summary,
+            "unverified": self.unverified,
         }

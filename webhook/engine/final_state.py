@@ -13,7 +13,7 @@ import json
 from functools import lru_cache
 
 from ..policy import PolicySet
-from ..policy.models import Action
+from ..policy.vocab import Action
 from .concern import Concern, rule
 from .concerns.gang import MEMBERSHIP_LOST
 from .context import Context

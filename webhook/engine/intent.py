@@ -9,11 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..policy import PolicySet
-from ..policy.models import Action, CheckpointClassSpec, DatasetSpec, PoolSpec, PriorityTierSpec, TopologyLevel
+from ..policy.vocab import Action
 from .concern import Concern, RuleId, rule
 from .workloads import PodTemplate, Workload, pod_resource_total
+
+if TYPE_CHECKING:  # types only: the engine runs on cached policy records too (policy.cache)
+    from ..policy.models import CheckpointClassSpec, DatasetSpec, PoolSpec, PriorityTierSpec, TopologyLevel
 
 MIG_PREFIX = "nvidia.com/mig-"
 

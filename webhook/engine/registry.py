@@ -7,10 +7,11 @@ against, what `check --explain` cites and what the policy reference documents.
 
 from __future__ import annotations
 
-from ..policy.models import Action
-from . import context, final_state, intent, shape
+from ..policy.vocab import Action
+from . import clusterview, context, final_state, intent, shape
 from .concern import Concern, RuleId
 from .concerns import (
+    capacity,
     custom,
     gang,
     gpu,
@@ -21,14 +22,15 @@ from .concerns import (
     priority,
     quota,
     rdma,
+    references,
     storage,
     topology,
 )
 
 CONCERNS: tuple[Concern, ...] = (
     shape.CONCERN, intent.CONCERN, gpu.CONCERN, gang.CONCERN, placement.CONCERN, hardware.CONCERN, topology.CONCERN,
-    rdma.CONCERN, nccl.CONCERN, storage.CONCERN, preflight.CONCERN, priority.CONCERN, quota.CONCERN, context.CONCERN,
-    final_state.CONCERN, custom.CONCERN,
+    rdma.CONCERN, nccl.CONCERN, storage.CONCERN, preflight.CONCERN, priority.CONCERN, quota.CONCERN, capacity.CONCERN,
+    references.CONCERN, clusterview.CONCERN, context.CONCERN, final_state.CONCERN, custom.CONCERN,
 )
 MUTATIONS: tuple[Concern, ...] = tuple(c for c in CONCERNS if c.mutate is not None)
 VALIDATIONS: tuple[Concern, ...] = tuple(c for c in CONCERNS if c.validate is not None)

@@ -10,7 +10,7 @@ from typing import Any
 class Request:
     """One admission (or one `check` object): the object, the operation, the old object on UPDATE,
     who asks, and whether it is a dry run. ``phase`` is ``mutate`` or ``validate``: the webhook that
-    asks (``check`` decides as ``/mutate`` does)."""
+    asks (``check`` uses ``deciding_phase``)."""
 
     obj: Any
     operation: str = "CREATE"
@@ -19,3 +19,10 @@ class Request:
     user: dict = field(default_factory=dict)
     dry_run: bool = False
     phase: str = "mutate"
+
+
+def deciding_phase(operation: str) -> str:
+    """The webhook whose answer decides ``operation`` in a cluster, for `trainadmit check`, which answers
+    for both at once: a CREATE is decided by ``/mutate`` (it mutates, then validates the result, which
+    is what ``/validate`` then sees), an UPDATE by ``/validate`` (``/mutate`` never touches an UPDATE)."""
+    return "validate" if operation == "UPDATE" else "mutate"

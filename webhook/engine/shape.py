@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..policy.models import Action
+from ..policy.vocab import Action
 from .concern import Concern, rule
 from .paths import field_path, get_path
 from .workloads import Workload

@@ -8,9 +8,12 @@ two apart is what lets the engine import the policy and never the other way roun
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..grammars.cel import CelError, Program, compile_expression, object_reads
-from .models import RuleSpec
+
+if TYPE_CHECKING:  # types only: a cached policy set holds plain records (cache)
+    from .models import RuleSpec
 
 
 @dataclass(frozen=True)

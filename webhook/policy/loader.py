@@ -23,50 +23,18 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from .files import policy_files
 from .injected import injected_value_problems
 from .models import API_VERSION, DOCUMENT_KINDS, Metadata, Platform
 from .policyset import PolicySet, SourceRef
+from .problems import PolicyError, PolicyProblem
 
 try:  # libyaml's loader is ~10x faster than the pure-Python one; same results
     YAML_LOADER: Any = yaml.CSafeLoader
 except AttributeError:  # pragma: no cover - PyYAML built without libyaml
     YAML_LOADER = yaml.SafeLoader
 
-POLICY_SUFFIXES = (".yaml", ".yml", ".json")
 MAX_POLICY_FILE_BYTES = 4 * 1024 * 1024
-
-
-@dataclass(frozen=True)
-class PolicyProblem:
-    file: str
-    document: int | None
-    field: str
-    message: str
-    line: int | None = None
-    unreadable: bool = False  # the file could not be read or parsed at all (exit code 2 for lint)
-    severity: str = "error"  # or "warning": reported by lint, does not stop the policy from loading
-    fix: str = ""  # what to change
-
-    @property
-    def is_error(self) -> bool:
-        return self.severity == "error"
-
-    def __str__(self) -> str:
-        where = self.file
-        if self.line is not None:
-            where += f":{self.line}"
-        if self.document is not None:
-            where += f" (document {self.document})"
-        field = f" {self.field}:" if self.field else ""
-        return f"{where}:{' warning:' if not self.is_error else ''}{field} {self.message}"
-
-
-class PolicyError(Exception):
-    """The policy set cannot be loaded; ``problems`` names every file, document and field at fault."""
-
-    def __init__(self, problems: list[PolicyProblem]):
-        self.problems = problems
-        super().__init__("\n".join(str(p) for p in problems))
 
 
 def field_path(loc: tuple) -> str:
@@ -133,17 +101,6 @@ def _documents(raw: bytes, display: str) -> list[tuple[int, object, object]]:
         line = mark.line + 1 if mark else None
         raise PolicyError([PolicyProblem(display, None, "", f"not valid YAML: {exc}", line, unreadable=True,
                                          fix="fix the YAML syntax at that line")]) from exc
-
-
-def policy_files(directory: Path) -> list[Path]:
-    """Policy files of a directory in a stable order (hidden files and ..data symlink dirs skipped; test
-    suites and their fixture data, ``*.test.yaml`` and anything under a ``tests/`` folder, are not policy)."""
-    return sorted(
-        p for p in directory.rglob("*")
-        if p.suffix in POLICY_SUFFIXES and p.is_file()
-        and not any(part.startswith(".") for part in p.relative_to(directory).parts)
-        and "tests" not in p.relative_to(directory).parts[:-1] and not p.name.endswith((".test.yaml", ".test.yml"))
-    )
 
 
 # ---- what to change: the fix that goes with a schema error -------------------------------------------

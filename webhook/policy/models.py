@@ -9,7 +9,6 @@ setting that makes the webhook do less than the platform team thinks.
 from __future__ import annotations
 
 import re
-from enum import StrEnum
 from functools import cached_property
 from typing import Annotated, Literal
 
@@ -17,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from ..grammars.preflight import DEFAULT_TIMEOUT_SECONDS, Check, LinkLayer
 from ..grammars.quantity import QuantityError, as_count, parse_quantity
+from .vocab import Action, Enforceable, GangBackend, LevelLookup, NodeLabelMatch, label_integer
 
 API_VERSION = "trainadmit.io/v1alpha1"
 
@@ -109,7 +109,7 @@ class TopologyLevel(Strict):
         return _check_label_key(v)
 
 
-class Topology(Strict):
+class Topology(LevelLookup, Strict):
     default: str = Field(description="Level used when a Job does not name one ('any' = no colocation).")
     levels: list[TopologyLevel] = Field(min_length=1, description="From the smallest domain to the largest.")
 
@@ -131,9 +131,6 @@ class Topology(Strict):
         if problems:
             raise ValueError("; ".join(problems))
         return self
-
-    def level(self, name: str) -> TopologyLevel | None:
-        return next((lv for lv in self.levels if lv.name == name), None)
 
 
 class Rdma(Strict):
@@ -197,7 +194,7 @@ class Fabric(Strict):
     annotations: list[str] = Field(default_factory=list, description="Pod annotation keys that mean this fabric.")
 
 
-class NodeLabelRequirement(Strict):
+class NodeLabelRequirement(NodeLabelMatch, Strict):
     """A node label the pool's nodes must carry, injected as a required node-affinity expression.
 
     The labels are what GPU feature discovery and the GPU and network operators publish
@@ -223,30 +220,9 @@ class NodeLabelRequirement(Strict):
                 raise ValueError("In needs at least one value")
             for value in self.values:
                 _check_label_value(value)
-        if self.operator in ("Gt", "Lt") and (len(self.values) != 1 or _integer(self.values[0]) is None):
+        if self.operator in ("Gt", "Lt") and (len(self.values) != 1 or label_integer(self.values[0]) is None):
             raise ValueError(f"{self.operator} needs exactly one integer value (the scheduler compares integers)")
         return self
-
-    def matches(self, labels: dict) -> bool:
-        """Whether a node with these labels meets the requirement, as the scheduler decides it."""
-        value = labels.get(self.key)
-        if value is None:
-            return False
-        if self.operator == "Exists":
-            return True
-        if self.operator == "In":
-            return value in self.values
-        number, bound = _integer(value), _integer(self.values[0])
-        if number is None or bound is None:
-            return False
-        return number > bound if self.operator == "Gt" else number < bound
-
-    def as_k8s(self) -> dict:
-        """The NodeSelectorRequirement of a pod's required node affinity."""
-        out: dict = {"key": self.key, "operator": self.operator}
-        if self.values:
-            out["values"] = list(self.values)
-        return out
 
     @property
     def identity(self) -> tuple:
@@ -259,15 +235,6 @@ class NodeLabelRequirement(Strict):
         if self.operator == "In":
             return f"{self.key}={'|'.join(self.values)}"
         return f"{self.key} {'>' if self.operator == 'Gt' else '<'} {self.values[0]}"
-
-
-def _integer(text: str) -> int | None:
-    """A label value as the scheduler reads it for Gt/Lt (a 64-bit decimal integer), else None."""
-    try:
-        value = int(text, 10)
-    except (TypeError, ValueError):
-        return None
-    return value if -(2 ** 63) <= value < 2 ** 63 else None
 
 
 class PreflightResources(Strict):
@@ -331,6 +298,10 @@ class PoolSpec(Strict):
     nodeSelector: dict[str, str] = Field(
         default_factory=dict, description="Node labels that select the pool; a contradicting user value is denied.")
     tolerations: list[Toleration] = Field(default_factory=list, description="Taints of the pool's nodes to tolerate.")
+    healthSelector: dict[str, str] = Field(
+        default_factory=dict, description="Node labels a usable node of the pool carries (kept by the GPU operator or "
+        "node-problem-detector, e.g. nvidia.com/gpu.healthy: \"true\"); with a cluster view, nodes without them do not "
+        "count as capacity.")
     topology: Topology = Field(description="Topology levels (smallest first) and the default level.")
     capacityNodes: int | None = Field(None, ge=1, description="Nodes in the pool when no cluster view is given.")
     rdma: Rdma | None = Field(None, description="The pool's RDMA fabric; absent means no RDMA (requests are denied).")
@@ -342,7 +313,7 @@ class PoolSpec(Strict):
     preflight: Preflight = Field(default_factory=Preflight,
                                  description="Start-up check of every GPU Pod of the pool (an init container).")
 
-    @field_validator("nodeSelector")
+    @field_validator("nodeSelector", "healthSelector")
     @classmethod
     def _selector(cls, v: dict[str, str]) -> dict[str, str]:
         for key, value in v.items():
@@ -457,31 +428,6 @@ class Quota(Strict):
 # Platform
 
 
-class GangBackend(StrEnum):
-    native = "native"
-    coscheduling = "coscheduling"
-    volcano = "volcano"
-    kueue = "kueue"
-
-
-class Action(StrEnum):
-    deny = "deny"
-    warn = "warn"
-    off = "off"
-
-
-class Enforceable(StrEnum):
-    """Fields a policy can own outright: a different user value is then a denial."""
-
-    schedulerName = "schedulerName"
-    priorityClassName = "priorityClassName"
-    nodeSelector = "nodeSelector"
-    ncclEnv = "ncclEnv"
-    shm = "shm"
-    queue = "queue"
-    rdmaNetworks = "rdmaNetworks"
-
-
 class GangSettings(Strict):
     backend: GangBackend = Field(GangBackend.native, description="Gang scheduler of the cluster.")
     nativeMode: Literal["job-scheduling", "pod-group"] = Field(
@@ -494,7 +440,8 @@ class GangSettings(Strict):
     queue: str = Field("default", description="Kueue LocalQueue / Volcano queue when the Job names none.")
     disruptionMode: Literal["all", "single"] | None = Field(None, description="native: disruptionMode of the gang.")
     topologyMethod: Literal["auto", "native", "kueue", "podAffinity", "none"] = Field(
-        "auto", description="How workers are colocated: auto picks what the backend understands.")
+        "auto", description="How workers are colocated: auto picks what the backend understands (native "
+                "constraints only with the TopologyAwareWorkloadScheduling gate in featureGates, else pod affinity).")
     scheduleTimeoutSeconds: int | None = Field(None, ge=1, description="coscheduling: PodGroup scheduleTimeoutSeconds.")
 
 

@@ -14,24 +14,44 @@ import difflib
 import fnmatch
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .compiled import CompiledRule, compile_rules
-from .models import (
-    Action,
-    CheckpointClassSpec,
-    DatasetSpec,
-    Enforceable,
-    GangBackend,
-    Platform,
-    PlatformSpec,
-    PoolSpec,
-    PriorityTierSpec,
-    QuotaSpec,
-    RuleSpec,
-)
+from .vocab import Action, Enforceable, GangBackend
+
+if TYPE_CHECKING:  # types only: a cached set holds plain records of these (cache), not pydantic models
+    from .models import (
+        CheckpointClassSpec,
+        DatasetSpec,
+        Platform,
+        PlatformSpec,
+        PoolSpec,
+        PriorityTierSpec,
+        QuotaSpec,
+        RuleSpec,
+    )
 
 DEFAULT_SCHEDULER = "default-scheduler"
 BACKEND_SCHEDULERS = {GangBackend.volcano: "volcano", GangBackend.coscheduling: "scheduler-plugins-scheduler"}
+# The native PodGroup API by the Kubernetes minor version that introduced it: 1.36 serves
+# scheduling.k8s.io/v1alpha2 (its disruptionMode an enum), 1.37 serves v1beta1 (a struct) and no
+# longer v1alpha2 (KEP-4671; k8s.io/api v0.36.0 scheduling/v1alpha2, master scheduling/v1beta1)
+NATIVE_PODGROUP_APIS: tuple[tuple[tuple[int, int], str], ...] = (
+    ((1, 36), "scheduling.k8s.io/v1alpha2"), ((1, 37), "scheduling.k8s.io/v1beta1"))
+# nativeMode job-scheduling: Job.spec.scheduling first exists in 1.37 (a 1.36 apiserver drops it)
+JOB_SCHEDULING_SINCE = (1, 37)
+# the gate without which the apiserver drops a native gang's schedulingConstraints.topology (alpha in 1.36, 1.37)
+TOPOLOGY_GATE = "TopologyAwareWorkloadScheduling"
+
+
+def native_podgroup_api(kubernetes_version: str) -> str | None:
+    """The native PodGroup apiVersion a cluster of that version serves, or None (older than 1.36)."""
+    version = tuple(int(x) for x in kubernetes_version.split("."))
+    found = None
+    for since, api in NATIVE_PODGROUP_APIS:
+        if version >= since:
+            found = api
+    return found
 
 
 def _gang_gaps(platform: PlatformSpec) -> list[str]:
@@ -42,16 +62,18 @@ def _gang_gaps(platform: PlatformSpec) -> list[str]:
     version = tuple(int(x) for x in platform.kubernetesVersion.split("."))
     gates = set(platform.featureGates)
     needs = ["GenericWorkload"] + (["WorkloadWithJob"] if gang_cfg.nativeMode == "job-scheduling" else [])
+    since = JOB_SCHEDULING_SINCE if gang_cfg.nativeMode == "job-scheduling" else NATIVE_PODGROUP_APIS[0][0]
     gaps = []
-    if version < (1, 37):
-        gaps.append(f"gang backend native/{gang_cfg.nativeMode} needs Kubernetes 1.37 or newer; the policy targets "
-                    f"{platform.kubernetesVersion}")
+    if version < since:
+        gaps.append(f"gang backend native/{gang_cfg.nativeMode} needs Kubernetes {since[0]}.{since[1]} or newer; "
+                    f"the policy targets {platform.kubernetesVersion}")
     missing = [g for g in needs if g not in gates]
     if missing:
         gaps.append(f"gang backend native/{gang_cfg.nativeMode} needs feature gate(s) {', '.join(missing)} "
-                    "(off by default in 1.37); without them the apiserver drops the gang fields")
-    if gang_cfg.topologyMethod in ("auto", "native") and "TopologyAwareWorkloadScheduling" not in gates:
-        gaps.append("native topology constraints need feature gate TopologyAwareWorkloadScheduling (alpha)")
+                    "(off by default in 1.36 and 1.37); without them the apiserver drops the gang fields")
+    if gang_cfg.topologyMethod == "native" and TOPOLOGY_GATE not in gates:
+        gaps.append(f"native topology constraints need feature gate {TOPOLOGY_GATE} (alpha); topologyMethod auto "
+                    "would use pod affinity without it")
     return gaps
 
 

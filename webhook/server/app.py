@@ -35,8 +35,11 @@ class ServerConfig:
     key_file: str | None = None
     cluster_files: list[str] = field(default_factory=list)
     reload_interval: float = 2.0
-    enable_noop: bool = False  # a no-op admission endpoint: the stack's own floor, for benchmarks
-    cluster_live: bool = False  # watch Nodes and ResourceQuotas through the Kubernetes API
+    # no-op admission endpoints, the stack's own floors for benchmarks: /noop answers allowed; /noop-patch
+    # answers with the patch trainadmit gave the first object of that kind, without deciding
+    enable_noop: bool = False
+    cluster_live: bool = False  # watch Nodes, ResourceQuotas and referenced kinds through the Kubernetes API
+    cluster_max_age: float = 180.0  # a live view older than this is stale: /readyz fails, decisions ignore it
 
     @classmethod
     def from_env(cls) -> ServerConfig:
@@ -48,6 +51,7 @@ class ServerConfig:
             reload_interval=float(env.get("TRAINADMIT_RELOAD_INTERVAL", "2")),
             enable_noop=env.get("TRAINADMIT_ENABLE_NOOP") == "1",
             cluster_live=env.get("TRAINADMIT_CLUSTER_LIVE") == "1",
+            cluster_max_age=float(env.get("TRAINADMIT_CLUSTER_MAX_AGE", "180")),
         )
 
 
@@ -63,6 +67,21 @@ def cert_store(cert_file: str, key_file: str) -> CertStore:
         if store is None:
             store = _CERT_STORES[key] = CertStore(cert_file, key_file)
         return store
+
+
+def live_watch_timeout(max_age: float) -> int:
+    """Server-side watch timeout: a quiet watch still confirms the view at least three times per max age."""
+    return int(max(1, min(60, max_age // 3)))
+
+
+def cluster_view_problems(live) -> list[str]:
+    """Why /readyz must fail because of the live cluster view: not synced yet, or stale."""
+    if live is None:
+        return []
+    if not live.synced.is_set():
+        return ["cluster view not synced yet (listing nodes, resource quotas and referenced kinds)"]
+    stale = live.stale()
+    return [stale] if stale else []
 
 
 def _json(body: dict, status: int = 200) -> Response:
@@ -86,7 +105,8 @@ def create_app(config: ServerConfig | None = None) -> Flask:
         from ..cluster.live import LiveCluster
 
         load_config()
-        live = LiveCluster(client.CoreV1Api(), log=lambda message: emit("cluster_view", message=message))
+        live = LiveCluster(client.CoreV1Api(), log=lambda message: emit("cluster_view", message=message),
+                           max_age=config.cluster_max_age, watch_timeout=live_watch_timeout(config.cluster_max_age))
         live.start(threading.Event())
         cluster = live
     certs = cert_store(config.cert_file, config.key_file) if config.cert_file and config.key_file else None
@@ -101,6 +121,8 @@ def create_app(config: ServerConfig | None = None) -> Flask:
 
     threading.Thread(target=reload_loop, name="policy-reload", daemon=True).start()
     app.extensions["trainadmit"] = {"policies": policies, "certs": certs, "config": config}
+
+    replayed: dict[str, list | None] = {}  # /noop-patch: the patch of the first object of each kind
 
     def refuse(webhook: str, status: int, message: str) -> Response:
         metrics.BAD_REQUESTS.labels(webhook, str(status)).inc()
@@ -139,6 +161,10 @@ def create_app(config: ServerConfig | None = None) -> Flask:
             result = response(review.uid, False, code=400, reason="BadRequest", message=review.problem)
         elif webhook == "noop" or review.sub_resource or review.operation in ("DELETE", "CONNECT"):
             result = response(review.uid, True)
+        elif webhook == "noop-patch":  # the floor of a mutating webhook: no decision, the first patch replayed
+            if kind not in replayed:
+                replayed[kind] = decide(policy, Request(review.obj, namespace=review.namespace)).patch or None
+            result = response(review.uid, True, patch=replayed[kind])
         else:
             req = Request(review.obj, operation=review.operation, old=review.old, namespace=review.namespace,
                           user=review.user, dry_run=review.dry_run, phase=webhook)
@@ -165,7 +191,7 @@ def create_app(config: ServerConfig | None = None) -> Flask:
         labels = (webhook, metrics.kind_label(kind), metrics.operation_label(review.operation), outcome)
         metrics.REQUESTS.labels(*labels).inc()
         metrics.LATENCY.labels(*labels).observe(elapsed)
-        if webhook != "noop":
+        if not webhook.startswith("noop"):
             obj_meta = review.obj.get("metadata") if isinstance(review.obj, dict) else None
             name = review.name or (obj_meta.get("generateName") if isinstance(obj_meta, dict) else None)
             emit("decision", uid=review.uid, webhook=webhook, kind=kind, operation=review.operation,
@@ -187,6 +213,10 @@ def create_app(config: ServerConfig | None = None) -> Flask:
         def noop() -> Response:
             return admit("noop")
 
+        @app.post("/noop-patch")
+        def noop_patch() -> Response:
+            return admit("noop-patch")
+
     @app.get("/healthz")
     def healthz() -> Response:
         return _json({"status": "ok"})
@@ -198,8 +228,7 @@ def create_app(config: ServerConfig | None = None) -> Flask:
             problems.append(f"no policy loaded ({policies.last_error or 'not loaded yet'})")
         if certs is not None and not certs.valid():
             problems.append("serving certificate missing, unreadable or expired")
-        if live is not None and not live.synced.is_set():
-            problems.append("cluster view not synced yet (listing nodes and resource quotas)")
+        problems.extend(cluster_view_problems(live))
         if problems:
             return _json({"status": "not ready", "problems": problems}, 503)
         body = {"status": "ready", "generation": policies.current.generation}  # type: ignore[union-attr]
@@ -209,7 +238,8 @@ def create_app(config: ServerConfig | None = None) -> Flask:
 
     @app.get("/metrics")
     def metrics_endpoint() -> Response:
-        return Response(metrics.render(), mimetype="text/plain; version=0.0.4")
+        body = metrics.render() + (metrics.cluster_view_age(live.age()) if live is not None else b"")
+        return Response(body, mimetype="text/plain; version=0.0.4")
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException) -> Response:

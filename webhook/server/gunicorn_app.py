@@ -49,6 +49,7 @@ def serve(config: ServerConfig, bind: str = "0.0.0.0:8443", workers: int = 2, th
         "TRAINADMIT_RELOAD_INTERVAL": str(config.reload_interval),
         "TRAINADMIT_ENABLE_NOOP": "1" if config.enable_noop else "0",
         "TRAINADMIT_CLUSTER_LIVE": "1" if config.cluster_live else "0",
+        "TRAINADMIT_CLUSTER_MAX_AGE": str(config.cluster_max_age),
     })
     if read_timeout is not None:
         os.environ["TRAINADMIT_READ_TIMEOUT"] = str(read_timeout)

@@ -58,7 +58,7 @@ class ReadLimits:
     def body_limit(self, path: str) -> int:
         """The largest body accepted on ``path`` (exact match: the app has no other POST routes)."""
         return {"/mutate": self.mutate_body_bytes, "/validate": self.validate_body_bytes,
-                "/noop": self.noop_body_bytes}.get(path, self.max_body_bytes)
+                "/noop": self.noop_body_bytes, "/noop-patch": self.noop_body_bytes}.get(path, self.max_body_bytes)
 
     @property
     def largest_body(self) -> int:

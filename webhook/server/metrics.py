@@ -13,13 +13,14 @@ from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client import multiprocess as _mp
+from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
 from ..engine.workloads import HANDLED_KINDS
 
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 LABELS = ("webhook", "kind", "operation", "result")
-WEBHOOKS = frozenset({"mutate", "validate", "noop"})  # the app's admission routes
+WEBHOOKS = frozenset({"mutate", "validate", "noop", "noop-patch"})  # the app's admission routes
 OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})  # admission.k8s.io/v1 Operation
 OTHER = "other"
 
@@ -99,4 +100,24 @@ def render() -> bytes:
         from prometheus_client import REGISTRY
 
         registry.register(_Reduced(REGISTRY))
+    return generate_latest(registry)
+
+
+class _ViewAge:
+    """The live cluster view's age, read at scrape time from this process's view (each worker
+    watches on its own; a multi-process gauge would report a value from whenever it was last set)."""
+
+    def __init__(self, age: float | None):
+        self.age = age
+
+    def collect(self):
+        family = GaugeMetricFamily("trainadmit_cluster_view_age_seconds",
+                                   "Seconds since the live cluster view was last confirmed current (-1: not synced)")
+        family.add_metric([], -1.0 if self.age is None else self.age)
+        yield family
+
+
+def cluster_view_age(age: float | None) -> bytes:
+    registry = CollectorRegistry()
+    registry.register(_ViewAge(age))
     return generate_latest(registry)

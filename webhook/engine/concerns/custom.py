@@ -15,7 +15,7 @@ from functools import lru_cache
 
 from ...grammars.cel import CelError, activation, largest_collection
 from ...policy.compiled import CompiledRule
-from ...policy.models import Action
+from ...policy.vocab import Action
 from ..concern import Concern, RuleId
 from ..context import Context
 from ..paths import get_path

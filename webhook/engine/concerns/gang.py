@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import json
 
-from ...policy.models import Action, Enforceable, GangBackend
+from ...policy.policyset import NATIVE_PODGROUP_APIS, TOPOLOGY_GATE, native_podgroup_api
+from ...policy.vocab import Action, Enforceable, GangBackend
 from ..concern import Concern, rule
 from ..context import Context
 from ..decision import Source
@@ -36,6 +37,8 @@ VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 VOLCANO_MIN_MEMBER = "scheduling.volcano.sh/group-min-member"
 VOLCANO_QUEUE = "scheduling.volcano.sh/queue-name"
 KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
+# v1alpha2 (1.36) spells disruptionMode as an enum; v1beta1 as a struct {single: {}} / {all: {}}
+V1ALPHA2_DISRUPTION_MODES = {"single": "Pod", "all": "PodGroup"}
 KUEUE_POD_GROUP = "kueue.x-k8s.io/pod-group-name"
 SAKKARA_GROUP = "sakkara.group.name"
 JOBSET_EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
@@ -171,15 +174,16 @@ def _job(ctx: Context, backend: GangBackend, size: int, source: Source) -> None:
     _scheduler_name(ctx, [template])  # a platform may name a scheduler for any backend
 
 
-def _native_spec(ctx: Context, size: int) -> dict:
-    """The body of a native gang: Job.spec.scheduling, or a PodGroup's spec."""
+def _native_spec(ctx: Context, size: int, api: str = "") -> dict:
+    """The body of a native gang: Job.spec.scheduling, or a PodGroup's spec (of apiVersion ``api``)."""
     gang = ctx.policy.platform.gang
     value: dict = {"schedulingPolicy": {"gang": {"minCount": size}}}
     topology = _topology_constraint(ctx)
     if topology:
         value["schedulingConstraints"] = {"topology": topology}
     if gang.disruptionMode:
-        value["disruptionMode"] = {gang.disruptionMode: {}}
+        value["disruptionMode"] = (V1ALPHA2_DISRUPTION_MODES[gang.disruptionMode] if api.endswith("/v1alpha2")
+                                   else {gang.disruptionMode: {}})
     return value
 
 
@@ -194,8 +198,9 @@ def _templates(ctx: Context, backend: GangBackend, size: int, source: Source) ->
         pg_name = f"{name}-gang"
         for t in templates:
             keep_or_set(ctx, (*t.spec_path, "schedulingGroup"), {"podGroupName": pg_name}, source)
-        _companion(ctx, {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": pg_name},
-                         "spec": _native_spec(ctx, size)}, source)
+        api = native_podgroup_api(ctx.policy.platform.kubernetesVersion) or NATIVE_PODGROUP_APIS[0][1]
+        _companion(ctx, {"apiVersion": api, "kind": "PodGroup", "metadata": {"name": pg_name},
+                         "spec": _native_spec(ctx, size, api)}, source)
         return True
     if backend is GangBackend.coscheduling:
         for t in templates:
@@ -226,7 +231,7 @@ def _fields(ctx: Context, fields: GangFields, size: int, source: Source) -> None
     if fields.size is not None:
         keep_or_set(ctx, fields.size, _as_field(fields.size, size), source)
     if fields.queue is not None:
-        _queue(ctx, fields.queue)
+        _queue(ctx, fields.queue, fields.queue_crd_default)
     if fields.priority is not None and r.tier is not None:
         path = fields.priority
         current = ctx.patcher.get(path)
@@ -255,10 +260,13 @@ def _kueue(ctx: Context, source: Source) -> None:
                                                                   "pods is free"))
 
 
-def _queue(ctx: Context, path: Path) -> None:
+def _queue(ctx: Context, path: Path, crd_default: str | None = None) -> None:
+    """The queue at ``path``; a value equal to the CRD's default counts as unset (the apiserver wrote it)."""
     r = ctx.resolved
     queue = r.queue or "default"
     current = ctx.patcher.get(path)
+    if current is not None and current == crd_default:
+        current = None
     if r.queue_explicit:
         source = Source("object", "", ("metadata", "labels", ctx.policy.keys.queue))
     else:
@@ -339,9 +347,15 @@ def validate(ctx: Context, view: Workload) -> None:
 
 
 def colocation_method(ctx: Context) -> str:
-    gang = ctx.policy.platform.gang
+    """How workers are colocated: the policy's choice, or (auto) what the backend understands. A native
+    PodGroup's topology constraint needs the TopologyAwareWorkloadScheduling gate (the apiserver drops
+    it otherwise), so without the gate in the policy auto falls back to pod affinity."""
+    platform = ctx.policy.platform
+    gang = platform.gang
     if gang.topologyMethod != "auto":
         return gang.topologyMethod
+    if gang.backend is GangBackend.native and TOPOLOGY_GATE not in platform.featureGates:
+        return "podAffinity"
     return {GangBackend.native: "native", GangBackend.kueue: "kueue"}.get(gang.backend, "podAffinity")
 
 

@@ -6,7 +6,7 @@ the limit) or must equal it; requests without limits are invalid.
 
 from __future__ import annotations
 
-from ...policy.models import Action
+from ...policy.vocab import Action
 from ..concern import Concern, rule
 from ..context import Context
 from ..paths import field_path

@@ -13,7 +13,9 @@ few nodes carry.
 
 from __future__ import annotations
 
-from ...policy.models import Action, PoolSpec
+from typing import TYPE_CHECKING
+
+from ...policy.vocab import Action
 from ..concern import Concern, rule
 from ..context import Context
 from ..decision import Source
@@ -21,6 +23,9 @@ from ..paths import Path, as_dict, field_path
 from ..shape import MALFORMED
 from ..workloads import PodTemplate, Workload
 from .placement import CONTRADICTION
+
+if TYPE_CHECKING:  # types only: the engine runs on cached policy records too (policy.cache)
+    from ...policy.models import PoolSpec
 
 MATCHING_NODES = rule("hardware.matching-nodes", Action.deny,
                       "a gang needs more nodes than the pool has with its required node labels (cluster view)")

@@ -7,7 +7,7 @@ grammar is denied (or warned), and NCCL's "debugging" variables are warned about
 from __future__ import annotations
 
 from ...grammars.nccl import DEBUGGING_VARS, check_nccl_value
-from ...policy.models import Action, Enforceable
+from ...policy.vocab import Action, Enforceable
 from ..concern import Concern, rule
 from ..context import Context
 from ..decision import Source

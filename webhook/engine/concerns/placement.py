@@ -6,7 +6,7 @@ that can never be scheduled, so it is refused with the pool that would match, wh
 
 from __future__ import annotations
 
-from ...policy.models import Action, Enforceable
+from ...policy.vocab import Action, Enforceable
 from ..concern import Concern, rule
 from ..context import Context
 from ..paths import as_dict, as_list, field_path

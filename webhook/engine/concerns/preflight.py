@@ -16,6 +16,7 @@ and what is wrong; the status reconciler gathers those lines onto the workload.
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 from ...grammars.preflight import (
     COMMAND,
@@ -28,12 +29,15 @@ from ...grammars.preflight import (
     Check,
     Expectations,
 )
-from ...policy.models import Action, PoolSpec
+from ...policy.vocab import Action
 from ..concern import Concern, rule
 from ..context import Context
 from ..paths import Path, as_dict, as_list, field_path
 from ..workloads import PodTemplate, Workload
 from .storage import SHM_PATH
+
+if TYPE_CHECKING:  # types only: the engine runs on cached policy records too (policy.cache)
+    from ...policy.models import PoolSpec
 
 RESERVED_NAME = rule("preflight.reserved-name", Action.deny,
                      f"an init container named {CONTAINER_NAME} that is not the platform's preflight")

@@ -9,7 +9,7 @@ for Jobs the pods are created later from the template and resolved normally.
 
 from __future__ import annotations
 
-from ...policy.models import Enforceable, GangBackend
+from ...policy.vocab import Enforceable, GangBackend
 from ..concern import Concern
 from ..context import Context
 from ..decision import Source

@@ -7,7 +7,7 @@ too, since ResourceQuota would otherwise reject some of the gang's pods at creat
 
 from __future__ import annotations
 
-from ...policy.models import Action
+from ...policy.vocab import Action
 from ..concern import Concern, rule
 from ..context import Context
 from ..workloads import Workload

@@ -9,7 +9,7 @@ without an RDMA fabric are refused: no node of the pool could ever satisfy them.
 from __future__ import annotations
 
 from ...grammars.quantity import as_count
-from ...policy.models import Action, Enforceable
+from ...policy.vocab import Action, Enforceable
 from ..concern import Concern, rule
 from ..context import Context
 from ..paths import as_dict, field_path

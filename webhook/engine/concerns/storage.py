@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 
 from ...grammars.quantity import QuantityError, format_bytes, parse_quantity
-from ...policy.models import Action, Enforceable
+from ...policy.vocab import Action, Enforceable
 from ..concern import Concern, rule
 from ..context import Context
 from ..decision import Source

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from math import ceil
 
-from ...policy.models import Action
+from ...policy.vocab import Action
 from ..concern import Concern, rule
 from ..context import Context
 from ..decision import Source

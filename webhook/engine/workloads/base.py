@@ -149,6 +149,9 @@ class GangFields:
 
     size: Path | None = None  # minimum number of Pods
     queue: Path | None = None
+    # the value the kind's CRD defaults ``queue`` to: it is set before admission runs, so it means
+    # "no queue chosen" (a user who writes it explicitly cannot be told apart, and gets the policy's)
+    queue_crd_default: str | None = None
     priority: Path | None = None  # PriorityClass name
     switch: tuple[Path, str] | None = None  # a key that turns the operator's gang on, and its value
     scheduler_on_templates: bool = False  # the operator does not set schedulerName itself

@@ -14,7 +14,8 @@ from __future__ import annotations
 from ..paths import as_list, get_path
 from .base import Adapter, Gang, GangFields, GangMethod, TemplateSpec, count
 
-_FIELDS = GangFields(size=("spec", "minAvailable"), queue=("spec", "queue"), priority=("spec", "priorityClassName"),
+_FIELDS = GangFields(size=("spec", "minAvailable"), queue=("spec", "queue"), queue_crd_default="default",
+                     priority=("spec", "priorityClassName"),
                      reads="Volcano's job controller (always)")
 _ALWAYS = Gang(GangMethod.fields, _FIELDS)
 

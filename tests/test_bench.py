@@ -1,0 +1,31 @@
+"""The benchmark scripts still run against the code they measure (their numbers are in the README)."""
+
+from __future__ import annotations
+
+import runpy
+import sys
+
+from conftest import ROOT
+
+
+def test_engine_bench_runs_and_its_memo_column_is_the_servers_answer(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["engine.py", "--seconds", "0", "--cases", "1x1"])
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    runpy.run_path(str(ROOT / "bench" / "engine.py"), run_name="__main__")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:2] == ["case", "policy"] and len(lines) == 3
+    engine = runpy.run_path(str(ROOT / "bench" / "engine.py"))
+    policy = engine["bench_policy"](cel=True)
+    raw = engine["bodies"](engine["job"](1, 16), 1)[0]
+    from trainadmit.engine.memo import Memo
+
+    memo = Memo(policy)
+    assert engine["remembered"](raw, policy, memo) == engine["remembered"](raw, policy, memo) > 100
+    assert memo.hits == 1
+
+
+def test_preflight_bench_uses_the_engine_bench_as_it_is(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    preflight = runpy.run_path(str(ROOT / "bench" / "preflight.py"))
+    raw = preflight["body"](preflight["job"](1))
+    assert preflight["per_call"](preflight["decision"], [raw], preflight["load_policy"](ROOT / "policies"), None, 2) > 0

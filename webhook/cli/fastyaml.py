@@ -1,0 +1,235 @@
+"""PyYAML's C loader and C dumper with less Python per node: the same documents in, the same bytes out.
+
+Why: libyaml parses and emits in C, but PyYAML builds every value (constructor) and every node
+(representer, serializer) in Python through generic per-node dispatch, and calls back into Python
+to resolve each scalar's implicit tag. For `trainadmit check` over a repository of manifests that
+is most of the time spent outside the engine (dumping 1,000 mutated Jobs cost more than deciding
+them). Here:
+
+- loading: values for maps, sequences, strings and every scalar tag the safe constructor knows are
+  built straight from libyaml's nodes; a document with anything else (an alias of a collection, a
+  merge key, a collection tag, an unknown tag, an unhashable key) is built by PyYAML's constructor;
+- dumping: a document made only of dicts, lists, str, int, bool and None, with no dict or list met
+  twice (every mutated Job), goes to libyaml as the very events SafeRepresenter and the serializer
+  would emit for it; any other document goes through them;
+- scalar tag resolution, a pure function of (kind, value, implicit) for the safe resolver, is
+  memoized in C (``functools.lru_cache``), and the loader's path-resolver hooks, which do nothing
+  without path resolvers (the safe classes have none; ``_hooks_are_noops`` checks), are C no-ops.
+
+``tests/test_check_fastyaml.py`` holds both to PyYAML: the same data and errors from every YAML and
+JSON file of the project and from YAML written to hit each hand-back, and the same bytes as
+``yaml.dump_all`` with libyaml's dumper for those files, mutated Jobs and generated data.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+from collections.abc import Iterator
+from typing import IO, Any
+
+import yaml
+from yaml.events import (
+    DocumentEndEvent,
+    DocumentStartEvent,
+    MappingEndEvent,
+    MappingStartEvent,
+    ScalarEvent,
+    SequenceEndEvent,
+    SequenceStartEvent,
+)
+from yaml.nodes import MappingNode, ScalarNode, SequenceNode
+from yaml.resolver import Resolver
+
+_C = getattr(yaml, "__with_libyaml__", False)
+_BASE_LOADER: Any = yaml.CSafeLoader if _C else yaml.SafeLoader
+_BASE_DUMPER: Any = yaml.CSafeDumper if _C else yaml.SafeDumper
+
+_TAG = "tag:yaml.org,2002:"
+STR, INT, BOOL, NULL, MAP, SEQ, MERGE = (_TAG + t for t in ("str", "int", "bool", "null", "map", "seq", "merge"))
+
+# The safe classes' resolver; the cache is bounded (manifests repeat their keys and most values).
+_resolve_cached = functools.lru_cache(maxsize=4096)(Resolver().resolve)
+
+
+def _hooks_are_noops(cls: type) -> bool:
+    return not cls.yaml_path_resolvers  # type: ignore[attr-defined]
+
+
+class Loader(_BASE_LOADER):
+    resolve = staticmethod(_resolve_cached)  # the parser passes hashable values (str, or None)
+    descend_resolver = staticmethod(operator.is_)  # (parent, index) -> ignored
+    ascend_resolver = staticmethod(tuple)  # () -> ignored
+
+
+class _Complex(Exception):
+    """This document needs PyYAML's representer."""
+
+
+def _check_simple(data: Any, seen: set[int]) -> None:
+    """Raise _Complex unless ``data`` is made of dicts, lists, str, int, bool and None only, with
+    no dict or list met twice (that would be an alias) and only scalar keys."""
+    kind = type(data)
+    if kind is dict:
+        if id(data) in seen:
+            raise _Complex
+        seen.add(id(data))
+        for key, value in data.items():
+            if type(key) not in _SCALARS:
+                raise _Complex
+            _check_simple(value, seen)
+    elif kind is list:
+        if id(data) in seen:
+            raise _Complex
+        seen.add(id(data))
+        for value in data:
+            _check_simple(value, seen)
+    elif kind not in _SCALARS:
+        raise _Complex
+
+
+_SCALARS = (str, int, bool, type(None))
+_PLAIN = (True, False)
+_STR_PLAIN, _STR_QUOTED = (True, True), (False, True)  # (plain_implicit, quoted_implicit) of a str scalar
+_STR_MEMO: dict[str, tuple[bool, bool]] = {}
+_MEMO_LIMIT = 1 << 16
+
+
+def _str_implicit(value: str) -> tuple[bool, bool]:
+    """What the serializer computes for a str node: plain if the value does not resolve to another tag."""
+    implicit = _STR_MEMO.get(value)
+    if implicit is None:
+        if len(_STR_MEMO) >= _MEMO_LIMIT:
+            _STR_MEMO.clear()
+        implicit = _STR_MEMO[value] = _STR_PLAIN if _resolve_cached(ScalarNode, value, _PLAIN) == STR else _STR_QUOTED
+    return implicit
+
+
+def _emit_value(data: Any, emit: Any, scalar: ScalarEvent) -> None:
+    """The events of one value; a str (the most common) is written in place, without a call."""
+    kind = type(data)
+    if kind is dict:
+        emit(_MAP_START)
+        for key, value in data.items():
+            if type(key) is str:
+                scalar.tag, scalar.value, scalar.implicit = STR, key, _str_implicit(key)
+                emit(scalar)
+            else:
+                _emit_value(key, emit, scalar)
+            if type(value) is str:
+                scalar.tag, scalar.value, scalar.implicit = STR, value, _str_implicit(value)
+                emit(scalar)
+            else:
+                _emit_value(value, emit, scalar)
+        emit(_MAP_END)
+        return
+    if kind is list:
+        emit(_SEQ_START)
+        for value in data:
+            if type(value) is str:
+                scalar.tag, scalar.value, scalar.implicit = STR, value, _str_implicit(value)
+                emit(scalar)
+            else:
+                _emit_value(value, emit, scalar)
+        emit(_SEQ_END)
+        return
+    if kind is str:
+        scalar.tag, scalar.value, scalar.implicit = STR, data, _str_implicit(data)
+    elif kind is int:
+        text = str(data)
+        scalar.tag, scalar.value = INT, text
+        scalar.implicit = (_resolve_cached(ScalarNode, text, _PLAIN) == INT, False)
+    elif kind is bool:
+        scalar.tag, scalar.value, scalar.implicit = BOOL, "true" if data else "false", _PLAIN
+    else:
+        scalar.tag, scalar.value, scalar.implicit = NULL, "null", _PLAIN
+    emit(scalar)
+
+
+class Dumper(_BASE_DUMPER):
+    """A document made of dicts, lists, str, int, bool and None (every mutated Job) is emitted as
+    the events SafeRepresenter and the serializer would produce for it, straight to libyaml (which
+    copies each event, so one scalar event is reused); anything else goes through PyYAML."""
+
+    def __init__(self, stream: IO[str], **options: Any):
+        super().__init__(stream, **options)
+        # the events are SafeRepresenter's and the serializer's for block style, keys in order,
+        # documents started and ended implicitly; the pure-Python emitter keeps events queued, so
+        # reusing one there would change them
+        self._events = bool(_C and self.default_flow_style is False and self.sort_keys is False
+                            and self.default_style is None
+                            and all(options.get(k) is None for k in ("explicit_start", "explicit_end", "version",
+                                                                    "tags")))
+
+    def represent(self, data: Any) -> None:
+        if self._events:
+            try:
+                _check_simple(data, set())
+            except _Complex:
+                pass
+            else:
+                self.emit(_DOCUMENT_START)
+                _emit_value(data, self.emit, ScalarEvent(None, STR, _PLAIN, ""))
+                self.emit(_DOCUMENT_END)
+                return
+        super().represent(data)
+
+
+_DOCUMENT_START, _DOCUMENT_END = DocumentStartEvent(explicit=None), DocumentEndEvent(explicit=None)
+_MAP_START, _MAP_END = MappingStartEvent(None, MAP, True, flow_style=False), MappingEndEvent()
+_SEQ_START, _SEQ_END = SequenceStartEvent(None, SEQ, True, flow_style=False), SequenceEndEvent()
+
+
+class _Fallback(Exception):
+    """This document needs PyYAML's own constructor."""
+
+
+def _build(loader: Any, node: Any, seen: set[int]) -> Any:
+    kind = type(node)
+    if kind is ScalarNode:
+        tag = node.tag
+        if tag == STR:
+            return node.value
+        construct = loader.yaml_constructors.get(tag)
+        if construct is None:
+            raise _Fallback
+        return construct(loader, node)
+    if id(node) in seen:  # an alias of a collection: one shared object, as PyYAML makes it
+        raise _Fallback
+    seen.add(id(node))
+    if kind is MappingNode and node.tag == MAP:
+        out = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == MERGE:
+                raise _Fallback
+            key = _build(loader, key_node, seen)
+            try:
+                out[key] = _build(loader, value_node, seen)
+            except TypeError:  # an unhashable key: PyYAML's error says where
+                raise _Fallback from None
+        return out
+    if kind is SequenceNode and node.tag == SEQ:
+        return [_build(loader, child, seen) for child in node.value]
+    raise _Fallback
+
+
+def load_all(stream: str | IO[str]) -> Iterator[Any]:
+    """``yaml.load_all(stream, Loader=CSafeLoader)``, document by document (a stream is read as needed)."""
+    loader = Loader(stream) if _hooks_are_noops(Loader) else _BASE_LOADER(stream)
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            try:
+                yield _build(loader, node, set())
+            except _Fallback:
+                yield loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def open_dumper(stream: IO[str], **options: Any) -> Any:
+    """A dumper writing to ``stream``, opened: ``represent`` each document, then ``close`` and
+    ``dispose`` it, as ``yaml.dump_all`` does inside (same options, same bytes)."""
+    dumper = (Dumper if _hooks_are_noops(Dumper) else _BASE_DUMPER)(stream, **options)
+    dumper.open()
+    return dumper

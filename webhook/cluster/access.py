@@ -1,0 +1,32 @@
+"""What the cluster-facing parts of the server may call, as RBAC rules (``kube.Permission``).
+
+deploy/base/rbac.yaml grants exactly the union of these, of ``live.PERMISSIONS`` (the cluster
+view), ``preflight_status.PERMISSIONS`` and ``certs.incluster.PERMISSIONS`` (the certificate
+controller): tests/test_deploy.py compares the rendered rules with them, and the integration tier runs the server as its
+ServiceAccount against a real authorizer.
+"""
+
+from __future__ import annotations
+
+from .kube import Permission
+from .reconciler import PLURALS, podgroup_kinds
+
+RECONCILER_LEASE = "trainadmit-reconciler"
+CERTS_LEASE = "trainadmit-certs"
+# API groups of the PodGroups the engine asks the reconciler for (native, coscheduling, Volcano); a
+# test checks every companion the engine emits against this list
+PODGROUP_GROUPS = ("scheduling.k8s.io", "scheduling.x-k8s.io", "scheduling.volcano.sh")
+
+LEASE_PERMISSIONS: tuple[Permission, ...] = (
+    Permission("coordination.k8s.io", "leases", ("get", "update"), (CERTS_LEASE, RECONCILER_LEASE), namespaced=True),
+    Permission("coordination.k8s.io", "leases", ("create",), namespaced=True),  # create cannot be limited by name
+)
+
+
+def reconciler_permissions() -> tuple[Permission, ...]:
+    """List the workloads that may ask for a PodGroup (every kind, CRDs that are not installed included:
+    a 404 is skipped, a 403 would stop the pass) and create the PodGroups."""
+    lists = sorted({(group, plural) for group, _, plural in podgroup_kinds()})
+    plurals = sorted(set(PLURALS.values()))
+    return (*(Permission(group, plural, ("list",)) for group, plural in lists),
+            *(Permission(group, plural, ("create",)) for group in PODGROUP_GROUPS for plural in plurals))
