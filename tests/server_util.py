@@ -66,6 +66,9 @@ class Client:
         class Conn(http.client.HTTPSConnection):
             def connect(self) -> None:
                 raw = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+                # as Go's net package (the apiserver) does: http.client writes head and body separately, and
+                # with Nagle on the body would wait for the server's delayed ACK (40 ms per request)
+                raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 self.sock = ctx.wrap_socket(raw, server_hostname=name)
 
         return Conn(name, port, timeout=timeout)
@@ -162,6 +165,24 @@ class Server:
         with socket.create_connection(("127.0.0.1", self.port), timeout=5) as raw, \
                 ctx.wrap_socket(raw, server_hostname=SERVICE) as tls:
             return x509.load_der_x509_certificate(tls.getpeercert(binary_form=True))
+
+    def worker_pids(self) -> set[int]:
+        """The gunicorn workers of this server (its child processes, from /proc)."""
+        pids = set()
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+                if int(fields[1]) == self.proc.pid and fields[0] != "Z":
+                    pids.add(int(stat.parent.name))
+        return pids
+
+    def metric(self, name: str) -> float | None:
+        """The value of one sample line of /metrics (``name`` with its labels as rendered), or None."""
+        text = self.client(keep_alive=False).request("GET", "/metrics")[1].decode()
+        for line in text.splitlines():
+            if line.startswith(name + " "):
+                return float(line.rsplit(" ", 1)[1])
+        return None
 
     def accepting(self) -> bool:
         """Whether the server still accepts new TCP connections."""

@@ -283,3 +283,33 @@ def test_in_cluster_certs_overlay():
     assert spec["volumes"][0]["secret"] == {"secretName": "trainadmit-tls", "defaultMode": 0o440, "optional": True}
     env = {e["name"] for e in spec["containers"][0]["env"]}
     assert env == {"POD_NAME", "POD_NAMESPACE"}
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_termination_outlasts_endpoint_propagation_and_the_graceful_drain(overlay):
+    """A terminating replica keeps receiving calls until every kube-proxy has dropped it: it sleeps through
+    that before SIGTERM, then drains, all inside the grace period (issue 11, row 7)."""
+    spec = one(render(overlay), "Deployment")["spec"]["template"]["spec"]
+    [c] = spec["containers"]
+    pre_stop = c["lifecycle"]["preStop"]["sleep"]["seconds"]
+    graceful = int(next(a.split("=", 1)[1] for a in c["args"] if a.startswith("--graceful-timeout=")))
+    assert pre_stop >= 10  # EndpointSlice propagation is seconds; more on large clusters
+    assert spec["terminationGracePeriodSeconds"] >= pre_stop + graceful + 5
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_network_policy_admits_only_non_pod_addresses_to_the_webhook_port(overlay):
+    objs = render(overlay)
+    policy = one(objs, "NetworkPolicy")
+    dep = one(objs, "Deployment")
+    assert policy["spec"]["podSelector"]["matchLabels"] == dep["spec"]["selector"]["matchLabels"]
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    port = dep["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"]
+    rules = policy["spec"]["ingress"]
+    assert all(rule["ports"] == [{"port": port, "protocol": "TCP"}] for rule in rules)
+    peers = [peer for rule in rules for peer in rule["from"]]
+    assert all(set(peer) in ({"ipBlock"}, {"namespaceSelector"}) for peer in peers)  # never a podSelector-all
+    blocks = [peer["ipBlock"] for peer in peers if "ipBlock" in peer]
+    assert blocks and all(block["except"] for block in blocks if block["cidr"] == "0.0.0.0/0")  # the Pod network
+    namespaces = [peer["namespaceSelector"] for peer in peers if "namespaceSelector" in peer]
+    assert namespaces == [{"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}]

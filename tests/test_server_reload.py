@@ -140,6 +140,10 @@ def test_rotation_and_policy_swap_under_load(tmp_path):
     assert status == 200
     events = [x["event"] for x in server.log_lines()]
     assert events.count("policy_loaded") == 2
+    # one generation series, the one served (a replaced generation used to stay, at 0, for good)
+    text = server.client(keep_alive=False).request("GET", "/metrics")[1].decode()
+    series = [line for line in text.splitlines() if line.startswith("trainadmit_policy_generation_info{")]
+    assert series and all(f'generation="{last}"' in line and line.endswith(" 1.0") for line in series), series
     assert events.count("certificate_loaded") >= 3
     assert server.stop() == 0
 
@@ -166,6 +170,11 @@ def test_broken_policy_update_keeps_serving_the_old_one(tmp_path):
     assert "trainadmit_policy_reload_failures_total 1.0" in metrics
     failed = [x for x in server.log_lines() if x["event"] == "policy_reload_failed"]
     assert failed and failed[0]["keeping"] == before
+    # the directory goes back to what is served: the error is no longer pending, /readyz stops reporting it
+    configmap_dir(policy_dir, POLICIES, "v3")
+    ready = wait_until(lambda: "lastReloadError" not in (r := json.loads(c.request("GET", "/readyz")[1])) and r, 20,
+                       "/readyz kept reporting an update that is no longer pending")
+    assert ready["generation"] == before
     assert server.stop() == 0
 
 
@@ -184,6 +193,9 @@ def test_not_ready_without_policy(tmp_path):
 
 
 def test_graceful_shutdown_finishes_the_request_in_flight(tmp_path):
+    """SIGTERM: the request in flight is answered, new connections are refused at once (the worker closes
+    its listening socket; gthread kept it open, so the kernel queued connections nobody would accept and
+    clients hung until they timed out), and the metrics folder goes with the server."""
     import signal
     import socket
     import ssl
@@ -193,23 +205,109 @@ def test_graceful_shutdown_finishes_the_request_in_flight(tmp_path):
 
     certs = tmp_path / "tls"
     pki.issue(certs, "trainadmit", "trainadmit-system")
-    server = Server(POLICIES, certs, workers=1)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    # a connection accepted just before shutdown (TLS done, request not sent yet) is served, not dropped: a client
+    # reconnecting after a recycled worker's "Connection: close" lands there (10 s here; 1 s by default)
+    server = Server(POLICIES, certs, workers=1, env_extra={"TMPDIR": str(scratch), "TRAINADMIT_SHUTDOWN_IDLE": "10"})
     server.wait_ready()
+    assert len(list(scratch.glob("trainadmit-metrics-*"))) == 1
     body = json.dumps(review("job-03-mutate-Job-CREATE.json")).encode()
-    ctx = ssl.create_default_context(cafile=str(certs / "ca.crt"))
-    with ctx.wrap_socket(socket.create_connection(("127.0.0.1", server.port), timeout=20),
-                         server_hostname=SERVICE) as sock:
-        sock.sendall(b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                     + f"Content-Length: {len(body)}\r\n\r\n".encode() + body[:100])
-        server.proc.send_signal(signal.SIGTERM)  # the request is half-received: it must still be answered
-        wait_until(lambda: not server.accepting(), 20, "the server never began its graceful shutdown")
-        sock.sendall(body[100:])
+    head = b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + \
+        f"Content-Length: {len(body)}\r\n\r\n".encode()
+
+    def read_reply(sock) -> bytes:
         reply = b""
-        while b"\r\n\r\n" not in reply or len(reply) < 200:
+        while b'"allowed"' not in reply:
             chunk = sock.recv(65536)
             if not chunk:
                 break
             reply += chunk
-    assert reply.startswith(b"HTTP/1.1 200"), reply[:200]
-    assert b'"allowed":true' in reply
+        return reply
+
+    def refused() -> bool:
+        try:
+            socket.create_connection(("127.0.0.1", server.port), timeout=1).close()
+        except ConnectionRefusedError:
+            return True
+        except OSError:
+            return False
+        return False
+
+    ctx = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+    with ctx.wrap_socket(socket.create_connection(("127.0.0.1", server.port), timeout=20),
+                         server_hostname=SERVICE) as sock, \
+            ctx.wrap_socket(socket.create_connection(("127.0.0.1", server.port), timeout=20),
+                            server_hostname=SERVICE) as fresh:
+        sock.sendall(head + body)  # a first request: the connection is now the worker's, kept alive
+        assert read_reply(sock).startswith(b"HTTP/1.1 200")
+        sock.sendall(head + body[:100])
+        server.proc.send_signal(signal.SIGTERM)  # the request is half-received: it must still be answered
+        wait_until(refused, 10, "new connections were not refused after SIGTERM")
+        sock.sendall(body[100:])
+        reply = read_reply(sock)
+        fresh.sendall(head + body)
+        fresh_reply = read_reply(fresh)
+    for answer in (reply, fresh_reply):
+        assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
+        assert b"Connection: close" in answer and b'"allowed":true' in answer
     assert server.proc.wait(30) == 0
+    assert list(scratch.glob("trainadmit-metrics-*")) == []
+
+
+def secret_dir(root: Path, source: Path, version: str) -> None:
+    """``source`` as the next version of a Secret mount: ``..data`` swapped to it, then the older versions
+    deleted, as the kubelet does."""
+    configmap_dir(root, source, version)
+    for old in root.glob("..v*"):
+        if old.name != f"..{version}":
+            shutil.rmtree(old)
+
+
+def test_secret_mount_swap_is_served_by_running_and_new_workers(tmp_path):
+    """cert-manager or the in-cluster controller renews the Secret; the kubelet swaps ``..data`` and deletes
+    the old files. The running worker serves the new certificate within seconds, and so does a worker
+    started after the swap (the server used to resolve the symlinks at start and keep the old files' names).
+    A pair that does not load is counted and the previous certificate keeps serving; the expiry gauge
+    reports what live workers serve, not a maximum over workers that have exited."""
+    import signal
+
+    versions = {}
+    for name, days in (("v1", 365), ("v2", 30)):
+        versions[name] = pki.issue(tmp_path / name, "trainadmit", "trainadmit-system", serving_days=days).serving()
+    broken = tmp_path / "broken"
+    shutil.copytree(tmp_path / "v1", broken)
+    (broken / "tls.crt").write_text("-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydGlmaWNhdGU=\n-----END CERTIFICATE-----\n")
+    mount = tmp_path / "mount"
+    mount.mkdir()
+    secret_dir(mount, tmp_path / "v1", "v1")
+    server = Server(POLICIES, mount, workers=1)
+    server.wait_ready()
+
+    def serving(version: str) -> bool:
+        try:
+            return server.served_certificate().serial_number == versions[version].serial_number
+        except OSError:
+            return False
+
+    def new_worker() -> None:
+        before = wait_until(server.worker_pids, message="no worker")
+        server.proc.send_signal(signal.SIGHUP)  # gunicorn replaces every worker
+        wait_until(lambda: (now := server.worker_pids()) and not now & before, 20, "no new worker after SIGHUP")
+
+    try:
+        assert serving("v1")
+        new_worker()  # the first worker exits having served v1 (a year of validity)
+        wait_until(lambda: serving("v1"), 20, "the new worker does not serve v1")
+        secret_dir(mount, broken, "v2-broken")
+        wait_until(lambda: (server.metric("trainadmit_certificate_reload_failures_total") or 0) >= 1 and serving("v1"),
+                   20, "a broken pair was not counted, or the previous certificate stopped serving")
+        secret_dir(mount, tmp_path / "v2", "v3")
+        wait_until(lambda: serving("v2"), 20, "the running worker did not pick up the renewed Secret")
+        expiry = server.metric("trainadmit_certificate_expiry_timestamp_seconds")
+        assert expiry == versions["v2"].not_valid_after_utc.timestamp(), "expiry of v1 from the exited worker?"
+        new_worker()  # started after the swap: its paths must be the mount's, not the deleted version's
+        wait_until(lambda: serving("v2"), 20, "a worker started after the swap does not serve the new certificate")
+        assert server.client(keep_alive=False).request("GET", "/readyz")[0] == 200
+    finally:
+        assert server.stop() == 0

@@ -40,6 +40,9 @@ def load_policy_or_report(path: str, cache_dir: Path | None = None) -> PolicySet
             return load_policy_cached(path, load_policy, cache_dir)
         return load_policy(path)
     except PolicyError as exc:
+        if len(exc.problems) == 1:  # one line, as every other startup error
+            print(f"trainadmit: invalid policy in {path}: {exc.problems[0]}", file=sys.stderr)
+            return None
         print(f"trainadmit: invalid policy in {path}:", file=sys.stderr)
         for problem in exc.problems:
             print(f"  {problem}", file=sys.stderr)

@@ -1,25 +1,64 @@
-"""`trainadmit serve`: the webhook server, and the controllers that run beside it."""
+"""`trainadmit serve`: the webhook server, and the controllers that run beside it.
+
+Every input is checked before gunicorn starts (policy, certificate and key, cluster snapshots, API access),
+so that a bad one is a single line naming the file and exit code 2, never a traceback from a worker.
+"""
 
 from __future__ import annotations
 
 import argparse
-import os
+import sys
 
 from .common import EXIT_ERROR, EXIT_OK, load_policy_or_report
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    # prometheus_client picks its multi-process mode when first imported: set it up before that
-    if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
-        import tempfile
+    if not (args.tls_cert and args.tls_key):
+        print("trainadmit serve: needs --tls-cert and --tls-key (HTTPS only; or TRAINADMIT_TLS_CERT and "
+              "TRAINADMIT_TLS_KEY)", file=sys.stderr)
+        return EXIT_ERROR
+    from ..server import metrics_dir
 
-        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="trainadmit-metrics-")
+    created = metrics_dir.create()  # prometheus_client picks its multi-process mode when first imported
+    try:
+        return _serve(args)
+    finally:  # gunicorn's workers leave through here too: remove() acts in this process only
+        metrics_dir.remove(created)
+
+
+def _check_inputs(args: argparse.Namespace) -> str | None:
+    """The first unusable input, as one line; None when all are usable."""
+    from ..server.startup import StartupError, check_cluster_files, check_kube_config, check_tls_pair
+
+    try:
+        try:
+            check_tls_pair(args.tls_cert, args.tls_key)
+        except StartupError as exc:
+            if not args.manage_certs:
+                raise
+            # in-cluster certificate mode: this server's own controller writes the Secret (the kubelet then
+            # projects it), so a missing or stale pair is what it is about to fix, not a reason to exit
+            print(f"trainadmit serve: {exc}; waiting for the certificate controller (--manage-certs)",
+                  file=sys.stderr)
+        check_cluster_files(args.cluster or [])
+        if args.cluster_live or args.reconcile or args.manage_certs:
+            check_kube_config()
+    except StartupError as exc:
+        return str(exc)
+    return None
+
+
+def _serve(args: argparse.Namespace) -> int:
+    problem = _check_inputs(args)
+    if problem:
+        print(f"trainadmit serve: {problem}", file=sys.stderr)
+        return EXIT_ERROR
+    policy = load_policy_or_report(args.policy)  # every problem with file and field, before any worker starts
+    if policy is None:
+        return EXIT_ERROR
     from ..server.app import ServerConfig
     from ..server.gunicorn_app import serve
 
-    policy = load_policy_or_report(args.policy)  # fail fast with file and field, before any worker starts
-    if policy is None:
-        return EXIT_ERROR
     if args.manage_certs:
         start_cert_controller(args.namespace, args.service, interval=30.0)
     if args.reconcile:
@@ -30,7 +69,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
                           enable_noop=args.enable_noop, cluster_live=args.cluster_live,
                           cluster_max_age=args.cluster_max_age)
     serve(config, bind=f"{args.host}:{args.port}", workers=args.workers, threads=args.threads,
-          timeout=args.timeout, graceful_timeout=args.graceful_timeout)
+          timeout=args.timeout, graceful_timeout=args.graceful_timeout, read_timeout=args.read_timeout,
+          max_requests=args.max_requests, max_requests_jitter=args.max_requests_jitter,
+          worker_class=args.worker_class)
     return EXIT_OK
 
 

@@ -29,6 +29,7 @@ decision equals the one computed from scratch.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -211,6 +212,7 @@ class Memo:
             text = text.replace(uid, UID_SENTINEL)
         # an exempt user's decision names the user: the reason is part of the key
         key = f"{request.phase}|{namespace}|{exempt_user(policy, request.user)}|{text}"
+        key = _digest(key)
         entry = self._entries.get(key)
         if entry is None or not entry.still_holds(cluster):
             self.misses += 1
@@ -266,7 +268,7 @@ class Memo:
         decision.patch_json = sub(entry.patch_json) if request.phase != "validate" else "[]"
         return decision
 
-    def _custom_rules(self, key: str, request: Request, patch_json: str, namespace: str | None,
+    def _custom_rules(self, key: bytes, request: Request, patch_json: str, namespace: str | None,
                       cluster: ClusterView) -> list[Violation]:
         """CEL rules see the object as it will be stored: the real object, mutated on /mutate. Their
         result depends on the memo key (which fixes the patch) and on the real values of the paths their
@@ -280,7 +282,7 @@ class Memo:
                           "dryRun": request.dry_run, "name": (request.obj.get("metadata") or {}).get("name")}
                 # request.kind is the object's kind, already in the memo key
                 parts.append([fields if f == "*" else fields.get(f) for f in reads[1] if f != "kind"])
-            cel_key = (key, json.dumps(parts, separators=(",", ":"), default=str))
+            cel_key = (key, _digest(json.dumps(parts, separators=(",", ":"), default=str)))
             found = self._cel.get(cel_key)
             if found is not None:
                 return list(found)
@@ -296,6 +298,12 @@ class Memo:
         if cel_key is not None:
             self._remember(self._cel, cel_key, tuple(ctx.violations))
         return ctx.violations
+
+
+def _digest(key: str) -> bytes:
+    """Tables hold a digest of each key, not the key: a key is as large as the object's projection, and 4,096
+    of them from distinct large objects would stay in memory until the table starts over."""
+    return hashlib.sha256(key.encode()).digest()
 
 
 def _namespace(request: Request) -> str | None:

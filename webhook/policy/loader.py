@@ -292,7 +292,12 @@ def inspect_policy_dir(directory: str | Path, builtin_rules: Collection[str]) ->
     files = policy_files(root)
     for path in files:
         display = str(path.relative_to(root))
-        raw = path.read_bytes()
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:  # permissions, a mount gone bad: a problem like any other, never a traceback
+            problems.append(PolicyProblem(display, None, "", f"cannot read the file: {exc.strerror or exc}",
+                                          unreadable=True, fix="check the file's permissions and the volume"))
+            continue
         digest.update(display.encode() + b"\0" + raw + b"\0")
         try:
             documents = _documents(raw, display)

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..engine import Decision
+from .jsonbody import JSONRejected, parse_json
 
 API_VERSION = "admission.k8s.io/v1"
-MAX_BODY_BYTES = 3 * 1024 * 1024  # the apiserver's own request size limit
 
 
 class BadReview(Exception):
@@ -45,12 +45,10 @@ class Review:
 
 
 def parse_review(body: bytes) -> Review:
-    if len(body) > MAX_BODY_BYTES:
-        raise BadReview(f"request body is {len(body)} bytes; the limit is {MAX_BODY_BYTES}", 413)
     try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise BadReview(f"request body is not JSON: {exc}") from exc
+        data = parse_json(body)
+    except JSONRejected as exc:
+        raise BadReview(exc.message) from None
     if not isinstance(data, dict):
         raise BadReview("request body must be a JSON object (an AdmissionReview)")
     if data.get("apiVersion") != API_VERSION or data.get("kind") != "AdmissionReview":

@@ -20,7 +20,9 @@ from ..cluster.snapshot import SnapshotCluster
 from ..engine import Request, decide
 from ..engine.clusterview import ClusterView, NoCluster
 from . import metrics
-from .admission import MAX_BODY_BYTES, BadReview, decision_response, parse_review, response
+from .admission import BadReview, decision_response, parse_review, response
+from .cost import Busy, MemoryBudget, TooCostly, estimate
+from .limits import ReadLimits
 from .runtime import CertStore, PolicyStore, emit
 
 JSON = "application/json"
@@ -89,7 +91,9 @@ def _json(body: dict, status: int = 200) -> Response:
 def create_app(config: ServerConfig | None = None) -> Flask:
     config = config or ServerConfig.from_env()
     app = Flask("trainadmit")
-    app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
+    limits = ReadLimits.from_env()  # the same limits the server's worker enforces before the app sees a request
+    app.config["MAX_CONTENT_LENGTH"] = limits.largest_body
+    memory = MemoryBudget(limits.decide_memory_bytes, limits.wait_timeout)
     policies = PolicyStore(config.policy_dir)
     policies.poll()
     cluster: ClusterView = SnapshotCluster.from_files(config.cluster_files) if config.cluster_files else NoCluster()
@@ -120,16 +124,33 @@ def create_app(config: ServerConfig | None = None) -> Flask:
 
     replayed: dict[str, list | None] = {}  # /noop-patch: the patch of the first object of each kind
 
+    def refuse(webhook: str, status: int, message: str) -> Response:
+        metrics.BAD_REQUESTS.labels(webhook, str(status)).inc()
+        emit("bad_request", webhook=webhook, code=status, error=message)
+        return _json({"error": message}, status)
+
     def admit(webhook: str) -> Response:
         started = time.perf_counter()
+        body = request.get_data(cache=False)
+        limit = limits.body_limit(request.path)
+        if len(body) > limit:
+            return refuse(webhook, 413, f"request body is {len(body)} bytes; the limit is {limit}")
         try:
-            body = request.get_data(cache=False)
+            with memory.hold(estimate(body)):  # parsed and decided within this process's memory budget
+                return answer(webhook, body, started)
+        except TooCostly as exc:
+            return refuse(webhook, 413, str(exc))
+        except Busy as exc:
+            return refuse(webhook, 503, str(exc))
+
+    def answer(webhook: str, body: bytes, started: float) -> Response:
+        try:
             review = parse_review(body)
         except BadReview as exc:
-            metrics.BAD_REQUESTS.labels(webhook, str(exc.status)).inc()
-            emit("bad_request", webhook=webhook, code=exc.status, error=exc.message)
-            return _json({"error": exc.message}, exc.status)
+            return refuse(webhook, exc.status, exc.message)
         policy, memo = policies.current, policies.memo  # one generation for this whole response
+        if len(body) >= limits.small_body_bytes:
+            memo = None  # keying a large object would double its cost, for a shape that rarely repeats
         kind = str(review.kind.get("kind") or "")
         decision = None
         rules: list[str] = []
@@ -167,8 +188,9 @@ def create_app(config: ServerConfig | None = None) -> Flask:
         allowed = result["response"]["allowed"]
         outcome = "denied" if not allowed else ("patched" if result["response"].get("patch") else "allowed")
         elapsed = time.perf_counter() - started
-        metrics.REQUESTS.labels(webhook, kind, review.operation, outcome).inc()
-        metrics.LATENCY.labels(webhook, kind, review.operation, outcome).observe(elapsed)
+        labels = (webhook, metrics.kind_label(kind), metrics.operation_label(review.operation), outcome)
+        metrics.REQUESTS.labels(*labels).inc()
+        metrics.LATENCY.labels(*labels).observe(elapsed)
         if not webhook.startswith("noop"):
             obj_meta = review.obj.get("metadata") if isinstance(review.obj, dict) else None
             name = review.name or (obj_meta.get("generateName") if isinstance(obj_meta, dict) else None)
@@ -222,7 +244,7 @@ def create_app(config: ServerConfig | None = None) -> Flask:
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException) -> Response:
         code = exc.code or 400
-        metrics.BAD_REQUESTS.labels(request.path, str(code)).inc()
+        metrics.BAD_REQUESTS.labels(metrics.webhook_label(request.path), str(code)).inc()
         return _json({"error": exc.description or exc.name}, code)
 
     return app

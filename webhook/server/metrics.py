@@ -1,44 +1,106 @@
 """Prometheus metrics. Works under gunicorn's multiple processes when PROMETHEUS_MULTIPROC_DIR is
-set (``trainadmit serve`` sets it before the workers start), and as plain in-process metrics otherwise."""
+set (``trainadmit serve`` sets it before the workers start), and as plain in-process metrics otherwise.
+
+Every label value comes from a closed set (issue 11, row 4): a label taken from what a client sends (a
+request path, an AdmissionReview's kind or operation) gives anyone who can reach the port one new series per
+request, and in multi-process mode every series lives in files that outlast worker restarts.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client import multiprocess as _mp
 from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
+
+from ..engine.workloads import HANDLED_KINDS
 
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 LABELS = ("webhook", "kind", "operation", "result")
+WEBHOOKS = frozenset({"mutate", "validate", "noop", "noop-patch"})  # the app's admission routes
+OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})  # admission.k8s.io/v1 Operation
+OTHER = "other"
 
 REQUESTS = Counter("trainadmit_admission_requests_total", "Admission requests answered", LABELS)
 LATENCY = Histogram("trainadmit_admission_duration_seconds", "Time to answer an admission request", LABELS,
                     buckets=BUCKETS)
 DENIALS = Counter("trainadmit_denials_total", "Violations that denied a request, by rule", ("rule",))
 WARNINGS = Counter("trainadmit_warnings_total", "Warnings returned, by rule", ("rule",))
-BAD_REQUESTS = Counter("trainadmit_bad_requests_total", "Requests answered with a 4xx", ("webhook", "code"))
+BAD_REQUESTS = Counter("trainadmit_bad_requests_total", "Requests answered with a 4xx by the app, by webhook "
+                       "(other: any other path) and status", ("webhook", "code"))
+EARLY_RESPONSES = Counter("trainadmit_early_responses_total", "Requests answered by the server before the app saw "
+                          "them (408 too slow, 411 chunked, 413 too large, 431 head too large, 503 budget wait)",
+                          ("code",))
+TLS_HANDSHAKE_FAILURES = Counter("trainadmit_tls_handshake_failures_total", "TLS handshakes that failed")
+# liveall: one series per live process; old generations are set to 0 and left out of /metrics (render)
 POLICY_GENERATION = Gauge("trainadmit_policy_generation_info", "Policy generation in use (value 1)",
                           ("generation",), multiprocess_mode="liveall")
 POLICY_RELOADS = Counter("trainadmit_policy_reloads_total", "Policy sets loaded and swapped in")
 POLICY_RELOAD_FAILURES = Counter("trainadmit_policy_reload_failures_total",
                                  "Policy updates that failed to load (the previous set kept serving)")
-CERT_EXPIRY = Gauge("trainadmit_certificate_expiry_timestamp_seconds", "notAfter of the serving certificate",
-                    multiprocess_mode="max")
+# liveall, reduced in render() to the earliest notAfter a live worker serves: a worker still on the old
+# certificate counts, one that has exited does not (the gauge used to be a maximum over every worker that ever
+# ran), and processes that serve nothing (the master, a worker before its first connection) report 0
+CERT_EXPIRY = Gauge("trainadmit_certificate_expiry_timestamp_seconds",
+                    "notAfter of the serving certificate (the earliest any live worker serves)",
+                    multiprocess_mode="liveall")
 CERT_RELOADS = Counter("trainadmit_certificate_reloads_total", "Serving certificate reloads")
+CERT_RELOAD_FAILURES = Counter("trainadmit_certificate_reload_failures_total",
+                               "Changed certificate files that failed to load (the previous certificate kept serving)")
 PREFLIGHT_FAILURES = Counter("trainadmit_preflight_failures_total",
                              "Preflight runs that failed, by pool, node and check", ("pool", "node", "check"))
 PREFLIGHT_READY = Histogram("trainadmit_preflight_ready_seconds",
                             "Time from a workload's creation to every one of its workers passing the preflight",
                             ("pool",), buckets=(5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200))
 
+_INFO_GAUGES = frozenset({"trainadmit_policy_generation_info"})  # 0 means "no longer": not exported
+_EARLIEST = frozenset({"trainadmit_certificate_expiry_timestamp_seconds"})  # one sample: the smallest non-zero
+
+
+def webhook_label(path: str) -> str:
+    name = path.strip("/")
+    return name if name in WEBHOOKS else OTHER
+
+
+def kind_label(kind: str) -> str:
+    return kind if kind in HANDLED_KINDS else OTHER
+
+
+def operation_label(operation: str) -> str:
+    return operation if operation in OPERATIONS else OTHER
+
+
+class _Reduced:
+    """Wraps a collector: drops the zero samples of info gauges (a multi-process gauge cannot forget a label
+    value, its files keep every key, so a replaced policy generation is set to 0 and filtered here), and
+    reduces per-process gauges that mean "the earliest" to one sample without the ``pid`` label."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+
+    def collect(self) -> Iterator[Metric]:
+        for metric in self.inner.collect():
+            if metric.name in _INFO_GAUGES:
+                metric.samples = [s for s in metric.samples if s.value != 0]
+            elif metric.name in _EARLIEST:
+                live = [s for s in metric.samples if s.value > 0]
+                earliest = min(live, key=lambda s: s.value) if live else None
+                metric.samples = [earliest._replace(labels={})] if earliest else []
+            yield metric
+
 
 def render() -> bytes:
+    registry = CollectorRegistry()
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        registry = CollectorRegistry()
-        _mp.MultiProcessCollector(registry)
-        return generate_latest(registry)
-    return generate_latest()
+        registry.register(_Reduced(_mp.MultiProcessCollector(None)))
+    else:
+        from prometheus_client import REGISTRY
+
+        registry.register(_Reduced(REGISTRY))
+    return generate_latest(registry)
 
 
 class _ViewAge:

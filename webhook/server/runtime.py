@@ -83,14 +83,17 @@ class PolicyStore:
                      keeping=self.current.generation if self.current else None)
                 return False
             if self.current is not None and policy.generation == self.current.generation:
+                # the directory is back at what is being served: an earlier failed update is no longer pending
+                self.last_error = None
                 return False
             previous = self.current
             self.memo = Memo(policy)
             self.current = policy
             self.last_error = None
             metrics.POLICY_RELOADS.inc()
-            if previous is not None:
+            if previous is not None:  # 0 is left out of /metrics (metrics.render); remove() for in-process use
                 metrics.POLICY_GENERATION.labels(previous.generation).set(0)
+                metrics.POLICY_GENERATION.remove(previous.generation)
             metrics.POLICY_GENERATION.labels(policy.generation).set(1)
             emit("policy_loaded", generation=policy.generation,
                  previous=previous.generation if previous else None, pools=sorted(policy.pools))
@@ -109,6 +112,7 @@ class CertStore:
         self.check_every = check_every
         self._context: ssl.SSLContext | None = None
         self._fp: tuple | None = None
+        self._failed: tuple[tuple, str] | None = None  # files that failed to load, and why: not retried
         self._checked = 0.0
         self.not_after: dt.datetime | None = None
         self._lock = threading.Lock()
@@ -128,17 +132,25 @@ class CertStore:
             self._checked = now
             fp = _fingerprint([self.cert_file, self.key_file])
             if fp != self._fp or self._context is None:
+                from . import metrics
+
+                if self._failed is not None and self._failed[0] == fp:  # the same files failed already
+                    if self._context is None:
+                        raise ValueError(self._failed[1])
+                    return self._context
                 try:
                     context = self._build()
                     cert = x509.load_pem_x509_certificates(self.cert_file.read_bytes())[0]
                 except (OSError, ssl.SSLError, ValueError) as exc:
                     # a half-written pair (cert and key from different issues) keeps the old context
-                    emit("certificate_reload_failed", error=str(exc))
+                    self._failed = (fp, str(exc))
+                    metrics.CERT_RELOAD_FAILURES.inc()
+                    emit("certificate_reload_failed", cert=str(self.cert_file), error=str(exc),
+                         keeping="previous certificate" if self._context is not None else None)
                     if self._context is None:
                         raise
                     return self._context
-                from . import metrics
-
+                self._failed = None
                 self._context, self._fp = context, fp
                 self.not_after = cert.not_valid_after_utc
                 metrics.CERT_RELOADS.inc()

@@ -1,0 +1,97 @@
+"""What ``trainadmit serve`` checks before gunicorn starts, each failure one line naming the file.
+
+Why before: a problem found inside a worker surfaces as a worker boot error (gunicorn exits 3 after pages of
+traceback), or not at all: a garbage certificate used to start a server whose every handshake failed, and
+the error appeared only at the first connection (issue 11, rows 6 and 9). Checked here, the process exits
+with the documented code (2, like any unreadable input) before it listens.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import ssl
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+
+
+class StartupError(Exception):
+    """A startup input is unusable; the message names the file and says what is wrong."""
+
+
+def _read(path: Path, what: str) -> bytes:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise StartupError(f"{what} {path} does not exist") from None
+    except OSError as exc:
+        raise StartupError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+
+
+def check_tls_pair(cert_file: str | Path, key_file: str | Path, now: dt.datetime | None = None) -> dt.datetime:
+    """The serving certificate's notAfter, once the pair is readable PEM, matching, and not expired."""
+    cert_path, key_path = Path(cert_file), Path(key_file)
+    cert_pem, key_pem = _read(cert_path, "the TLS certificate"), _read(key_path, "the TLS key")
+    try:
+        cert = x509.load_pem_x509_certificates(cert_pem)[0]
+    except ValueError:
+        raise StartupError(f"the TLS certificate {cert_path} is not a PEM certificate") from None
+    try:
+        key = serialization.load_pem_private_key(key_pem, password=None)
+    except (ValueError, TypeError):
+        raise StartupError(f"the TLS key {key_path} is not an unencrypted PEM private key") from None
+    if key.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo) != \
+            cert.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo):
+        raise StartupError(f"the TLS key {key_path} does not belong to the certificate {cert_path}")
+    now = now or dt.datetime.now(dt.UTC)
+    if cert.not_valid_after_utc <= now:
+        raise StartupError(f"the TLS certificate {cert_path} expired at {cert.not_valid_after_utc.isoformat()}")
+    try:  # what the server will do with them, for anything the checks above do not cover
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert_path, key_path)
+    except (OSError, ValueError) as exc:
+        raise StartupError(f"the TLS pair {cert_path} / {key_path} cannot be served: {exc}") from None
+    return cert.not_valid_after_utc
+
+
+def check_cluster_files(paths: list[str]) -> None:
+    """Each cluster snapshot file reads as one (the server loads them again in every worker)."""
+    from ..cluster.snapshot import SnapshotCluster, SnapshotError
+
+    for path in paths:
+        try:
+            SnapshotCluster.from_files([path])
+        except FileNotFoundError:
+            raise StartupError(f"the cluster snapshot {path} does not exist") from None
+        except OSError as exc:
+            raise StartupError(f"cannot read the cluster snapshot {path}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError:
+            raise StartupError(f"the cluster snapshot {path} is not UTF-8 text") from None
+        except SnapshotError as exc:
+            cause = exc.__cause__
+            mark = getattr(cause, "problem_mark", None)
+            if mark is not None:  # a YAML error spans several lines with a caret: its line and problem instead
+                message = f"{path}:{mark.line + 1}: not valid YAML: {getattr(cause, 'problem', None) or cause}"
+            else:
+                message = str(exc).splitlines()[0]
+                message = message if message.startswith(path) else f"{path}: {message}"
+            raise StartupError(message) from None
+
+
+def check_kube_config() -> None:
+    """The in-cluster service account or a kubeconfig is there (``--cluster-live``, ``--reconcile``,
+    ``--manage-certs`` talk to the API from the first second)."""
+    import os
+
+    import yaml
+    from kubernetes.config import ConfigException
+
+    from ..cluster.kube import load_config
+
+    try:
+        load_config()
+    except (ConfigException, OSError, ValueError, yaml.YAMLError) as exc:
+        where = os.environ.get("KUBECONFIG") or "~/.kube/config"
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise StartupError(f"no Kubernetes API access: not in a cluster (no service account) and the kubeconfig "
+                           f"{where} is missing or unusable ({reason})") from None
