@@ -146,3 +146,30 @@ def test_pyproject_lists_every_package():
     packages = {name for name in MODULES if _is_package(name)}
     assert set(config["packages"]) == packages
     assert config["package-dir"] == {k: v.name for k, v in PACKAGE_DIRS.items()}
+
+
+def _distribution(requirement: str) -> str:
+    """The normalized distribution name of a PEP 508 requirement (``flask>=3.0`` -> ``flask``)."""
+    import re
+
+    return re.sub(r"[-_.]+", "-", re.match(r"[A-Za-z0-9._-]+", requirement).group()).lower()
+
+
+def test_every_third_party_import_is_a_declared_runtime_dependency():
+    """A module reached only through another dependency (werkzeug through flask) disappears when that one
+    stops requiring it: what the package imports, it declares. Modules map to distributions as installed."""
+    import sys
+    from importlib.metadata import packages_distributions
+
+    declared = {_distribution(r) for r in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]}
+    providers = packages_distributions()
+    missing = {}
+    for name in MODULES:
+        for module in _imports(name):
+            top = module.split(".")[0]
+            if not top or top == "trainadmit" or top in sys.stdlib_module_names or top == "__future__":
+                continue
+            dists = {_distribution(d) for d in providers.get(top, [top])}
+            if not dists & declared:
+                missing.setdefault(top, set()).add(name)
+    assert not missing, f"imported but not in [project] dependencies: {missing}"
