@@ -34,7 +34,25 @@ def _fields(queue: bool, priority: bool, reads: str) -> GangFields:
                       priority=(*POLICY, "priorityClass") if priority else None, reads=reads)
 
 
-class PyTorchJobAdapter(Adapter):
+class _KubeflowAdapter(Adapter):
+    """What the three kinds share: Pods labelled with the job's name, templates under ``<replicas_field>``."""
+
+    replicas_field: str
+    default_replicas: dict[str, int]
+    pods_label = "training.kubeflow.org/job-name"
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.template_patterns = (("spec", cls.replicas_field, "*", "template"),)
+
+    def templates(self, obj: dict) -> list[TemplateSpec]:
+        return _replica_templates(obj, self.replicas_field, self.default_replicas)
+
+    def child_labels(self) -> tuple[str, ...]:
+        return (self.pods_label, "training.kubeflow.org/operator-name")
+
+
+class PyTorchJobAdapter(_KubeflowAdapter):
     group, versions, kind, plural = "kubeflow.org", ("v1",), "PyTorchJob", "pytorchjobs"
     operator = "the Kubeflow training operator"
     kueue_suspend = ("spec", "runPolicy", "suspend")
@@ -44,11 +62,7 @@ class PyTorchJobAdapter(Adapter):
         "volcano": Gang(GangMethod.fields, _fields(True, True, f"{TRAINING_OPERATOR}=volcano")),
         "kueue": Gang(GangMethod.kueue),
     }
-    pods_label = "training.kubeflow.org/job-name"
-    template_patterns = (("spec", "pytorchReplicaSpecs", "*", "template"),)
-
-    def templates(self, obj: dict) -> list[TemplateSpec]:
-        return _replica_templates(obj, "pytorchReplicaSpecs", {"Master": 1, "Worker": 1})
+    replicas_field, default_replicas = "pytorchReplicaSpecs", {"Master": 1, "Worker": 1}
 
     def gang_size(self, obj: dict, templates: list[TemplateSpec]) -> int:
         """An elastic job gangs its minimum (Master + elasticPolicy.minReplicas), not its current size,
@@ -59,11 +73,8 @@ class PyTorchJobAdapter(Adapter):
             return sum(t.pods for t in templates if t.role != "worker") + minimum
         return super().gang_size(obj, templates)
 
-    def child_labels(self) -> tuple[str, ...]:
-        return ("training.kubeflow.org/job-name", "training.kubeflow.org/operator-name")
 
-
-class MPIJobV1Adapter(Adapter):
+class MPIJobV1Adapter(_KubeflowAdapter):
     group, versions, kind, plural = "kubeflow.org", ("v1",), "MPIJob", "mpijobs"
     operator = "the Kubeflow training operator"
     kueue_suspend = None  # Kueue's MPIJob integration is built on v2beta1 and claims only kubeflow.org/v2*
@@ -73,17 +84,10 @@ class MPIJobV1Adapter(Adapter):
         "volcano": Gang(GangMethod.fields, _fields(True, True, f"{TRAINING_OPERATOR}=volcano")),
         "kueue": Gang(GangMethod.unsupported, reason="Kueue manages kubeflow.org/v2beta1 MPIJobs only"),
     }
-    pods_label = "training.kubeflow.org/job-name"
-    template_patterns = (("spec", "mpiReplicaSpecs", "*", "template"),)
-
-    def templates(self, obj: dict) -> list[TemplateSpec]:
-        return _replica_templates(obj, "mpiReplicaSpecs", {"Launcher": 1, "Worker": 0})
-
-    def child_labels(self) -> tuple[str, ...]:
-        return ("training.kubeflow.org/job-name", "training.kubeflow.org/operator-name")
+    replicas_field, default_replicas = "mpiReplicaSpecs", {"Launcher": 1, "Worker": 0}
 
 
-class MPIJobV2Adapter(Adapter):
+class MPIJobV2Adapter(_KubeflowAdapter):
     group, versions, kind, plural = "kubeflow.org", ("v2beta1",), "MPIJob", "mpijobs"
     operator = "the MPI operator"
     kueue_suspend = ("spec", "runPolicy", "suspend")
@@ -94,12 +98,5 @@ class MPIJobV2Adapter(Adapter):
         "volcano": Gang(GangMethod.fields, _fields(True, True, "mpi-operator --gang-scheduling=volcano")),
         "kueue": Gang(GangMethod.kueue),
     }
-    pods_label = "training.kubeflow.org/job-name"
-    template_patterns = (("spec", "mpiReplicaSpecs", "*", "template"),)
-
-    def templates(self, obj: dict) -> list[TemplateSpec]:
-        # the launcher is one batch/v1 Job's Pod; workers are Pods of the MPIJob
-        return _replica_templates(obj, "mpiReplicaSpecs", {"Launcher": 1, "Worker": 0})
-
-    def child_labels(self) -> tuple[str, ...]:
-        return ("training.kubeflow.org/job-name", "training.kubeflow.org/operator-name")
+    # the launcher is one batch/v1 Job's Pod; workers are Pods of the MPIJob
+    replicas_field, default_replicas = "mpiReplicaSpecs", {"Launcher": 1, "Worker": 0}
