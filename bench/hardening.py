@@ -47,6 +47,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # for `from bench.engine import …`; trainadmit itself is installed
 
+from bench import wrk as bench_wrk  # noqa: E402
 from bench.engine import body as review_body  # noqa: E402
 from bench.engine import job  # noqa: E402
 from trainadmit.certs import pki  # noqa: E402
@@ -418,35 +419,8 @@ def cmd_labels(args: argparse.Namespace) -> None:
 # ---- soak -----------------------------------------------------------------------------------------------
 
 
-WRK_LUA = """
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-wrk.body = io.open("%s"):read("*a")
-done = function(summary, latency, requests)
-  io.write(string.format("RESULT %%d %%d %%f %%f %%d %%d %%d %%d %%d %%d\\n", summary.requests, summary.duration,
-    latency:percentile(50), latency:percentile(99), summary.errors.status, summary.errors.connect,
-    summary.errors.read, summary.errors.write, summary.errors.timeout, 0))
-end
-"""
-
-
 def wrk(url: str, connections: int, seconds: float) -> subprocess.Popen:
-    tmp = Path(tempfile.mkdtemp(prefix="trainadmit-wrk-"))
-    (tmp / "review.json").write_bytes(small_review())
-    (tmp / "post.lua").write_text(WRK_LUA % (tmp / "review.json"))
-    return subprocess.Popen(["wrk", "-t", str(min(2, connections)), "-c", str(connections), "-d", f"{seconds:.0f}s",
-                             "--timeout", "3s", "-s", str(tmp / "post.lua"), url], stdout=subprocess.PIPE, text=True)
-
-
-def wrk_result(proc: subprocess.Popen) -> dict:
-    out = proc.communicate()[0]
-    m = re.search(r"RESULT (\d+) (\d+) ([\d.]+) ([\d.]+) (\d+) (\d+) (\d+) (\d+) (\d+)", out)
-    if not m:
-        raise SystemExit(f"unexpected wrk output:\n{out}")
-    n, dur, p50, p99, status, *socket_errors = (float(x) for x in m.groups()[:9])
-    return {"requests": int(n), "rps": n / (dur / 1e6), "p50_ms": p50 / 1000, "p99_ms": p99 / 1000,
-            "non_2xx": int(status), "socket_errors": int(sum(socket_errors)),
-            "errors_by_kind": dict(zip(("connect", "read", "write", "timeout"), map(int, socket_errors), strict=True))}
+    return bench_wrk.start(url, small_review(), connections, seconds)
 
 
 def slope(points: list[tuple[float, float]]) -> float:
@@ -467,14 +441,17 @@ def cmd_soak(args: argparse.Namespace) -> None:
             if workers:
                 points.append((time.monotonic() - t0, sum(workers.values()) / 1e6))
             time.sleep(10)
-        result = wrk_result(load)
+        result = bench_wrk.result(load)
     finally:
         server.stop()
-    first, last = points[: len(points) // 4], points[-(len(points) // 4):]
+    quarter = max(1, len(points) // 4)  # memory is sampled every 10 s: a short soak has a handful of points
+    first, last = points[:quarter], points[-quarter:]
     print(f"soak {args.minutes} min, {args.connections} connections on /mutate: {result['requests']:,} requests, "
           f"{result['rps']:.0f}/s, p50 {result['p50_ms']:.1f} ms, p99 {result['p99_ms']:.1f} ms, non-2xx "
           f"{result['non_2xx']}, socket errors {result['socket_errors']} {result['errors_by_kind']}; workers started "
           f"{len(seen)} (2 at start)")
+    if len(points) < 2:
+        return print("  fewer than two memory samples: soak for a minute or more to see a slope")
     print(f"  worker PSS sum MB: first quarter {statistics.mean(y for _, y in first):.0f}, last quarter "
           f"{statistics.mean(y for _, y in last):.0f}, min {min(y for _, y in points):.0f}, max "
           f"{max(y for _, y in points):.0f}; slope {slope(points) * 60:+.2f} MB/min")
@@ -493,7 +470,7 @@ def cmd_tput(args: argparse.Namespace) -> None:
             for conns in (1, 8):
                 for endpoint in ("noop", "mutate"):
                     for variant, server in servers.items():
-                        r = wrk_result(wrk(f"https://127.0.0.1:{server.port}/{endpoint}", conns, args.duration))
+                        r = bench_wrk.result(wrk(f"https://127.0.0.1:{server.port}/{endpoint}", conns, args.duration))
                         runs.setdefault((conns, endpoint, variant), []).append(r)
         print(f"median of {args.rounds} alternating rounds of {args.duration} s")
         print(f"{'conns':>5} {'endpoint':>8} {'variant':>9} {'req/s':>7} {'p50 ms':>7} {'p99 ms':>7} {'errors':>6}")

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import shutil
 import subprocess
 import sys
@@ -26,19 +25,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # for `from bench.engine import …`; trainadmit itself is installed
 
+from bench import wrk  # noqa: E402
 from bench.engine import body, job  # noqa: E402
 from trainadmit.certs import pki  # noqa: E402
-
-LUA = """
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-wrk.body = io.open("%s"):read("*a")
-done = function(summary, latency, requests)
-  io.write(string.format("RESULT %%d %%d %%f %%f %%f %%d\\n", summary.requests, summary.duration,
-    latency:percentile(50), latency:percentile(99), latency.max, summary.errors.status + summary.errors.connect
-    + summary.errors.read + summary.errors.write + summary.errors.timeout))
-end
-"""
 
 
 def wait_ready(port: int, ca: Path, timeout: float = 30) -> None:
@@ -57,16 +46,9 @@ def wait_ready(port: int, ca: Path, timeout: float = 30) -> None:
     raise SystemExit("server did not become ready")
 
 
-def run_wrk(url: str, script: Path, connections: int, duration: int) -> dict:
-    threads = min(connections, 2)
-    out = subprocess.run(["wrk", "-t", str(threads), "-c", str(connections), "-d", f"{duration}s", "--latency",
-                          "-s", str(script), url], capture_output=True, text=True, check=True).stdout
-    m = re.search(r"RESULT (\d+) (\d+) ([\d.]+) ([\d.]+) ([\d.]+) (\d+)", out)
-    if not m:
-        raise SystemExit(f"unexpected wrk output:\n{out}")
-    reqs, dur_us, p50, p99, _mx, errors = m.groups()
-    return {"rps": int(reqs) / (int(dur_us) / 1e6), "p50_ms": float(p50) / 1000, "p99_ms": float(p99) / 1000,
-            "errors": int(errors), "requests": int(reqs)}
+def run_wrk(url: str, body: bytes, connections: int, duration: int) -> dict:
+    r = wrk.run(url, body, connections, duration)
+    return {**r, "errors": r["non_2xx"] + r["socket_errors"]}
 
 
 def main() -> None:
@@ -82,9 +64,7 @@ def main() -> None:
     pki.issue(tmp / "tls", "trainadmit", "trainadmit-system")
     review = json.loads(body(job(1)))
     review["request"]["namespace"] = "research"
-    (tmp / "review.json").write_text(json.dumps(review))
-    script = tmp / "post.lua"
-    script.write_text(LUA % (tmp / "review.json"))
+    data = json.dumps(review).encode()
     port = 18000 + (int(time.time()) % 1000)
     server = subprocess.Popen(
         [sys.executable, "-m", "trainadmit.cli", "serve", "-p", str(ROOT / "policies"), "--tls-cert",
@@ -94,15 +74,15 @@ def main() -> None:
     try:
         wait_ready(port, tmp / "tls" / "ca.crt")
         base = f"https://127.0.0.1:{port}"
-        run_wrk(base + "/mutate", script, 4, 2)  # warm up both paths
-        run_wrk(base + "/noop", script, 4, 1)
+        run_wrk(base + "/mutate", data, 4, 2)  # warm up both paths
+        run_wrk(base + "/noop", data, 4, 1)
         print(f"{'conns':>5} {'endpoint':>8} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7}")
         summary = []
         for conns in (int(c) for c in args.connections.split(",")):
             res: dict[str, list[dict]] = {"noop": [], "mutate": []}
             for _ in range(args.rounds):
                 for endpoint in ("noop", "mutate"):
-                    res[endpoint].append(run_wrk(f"{base}/{endpoint}", script, conns, args.duration))
+                    res[endpoint].append(run_wrk(f"{base}/{endpoint}", data, conns, args.duration))
             agg = {}
             for endpoint, runs in res.items():
                 agg[endpoint] = {k: sorted(r[k] for r in runs)[len(runs) // 2] for k in ("rps", "p50_ms", "p99_ms")}
