@@ -66,6 +66,17 @@ def read_response(sock: ssl.SSLSocket) -> tuple[int, bytes]:
     return int(top.split()[1]), rest
 
 
+def post_on_new_connection(server: Server, path: str, data: bytes, timeout: float = 30.0) -> tuple[int, dict]:
+    """One request written whole on its own TLS connection (no client library in the way): status, JSON body."""
+    sock = tls(server, timeout=timeout)
+    try:
+        sock.sendall(head(path, len(data)) + data)
+        status, reply = read_response(sock)
+    finally:
+        sock.close()
+    return status, json.loads(reply) if reply else {}
+
+
 def padded_review(size: int, operation: str = "CREATE", uid: str = "big") -> bytes:
     """A captured Job review grown to ``size`` bytes with an annotation (object and, for UPDATE, oldObject)."""
     body = review("job-03-mutate-Job-CREATE.json")
@@ -158,11 +169,8 @@ def test_an_oversized_upload_gets_413_and_finishes_writing(small):
 def test_a_six_megabyte_update_is_validated(small):
     """UPDATE carries object and oldObject, each up to the apiserver's 3 MiB: /validate takes 8 MiB."""
     body = padded_review(6 * 1000 * 1000, operation="UPDATE", uid="update-6mb")
-    sock = tls(small, timeout=30)
-    sock.sendall(head("/validate", len(body)) + body)
-    status, reply = read_response(sock)
-    sock.close()
-    assert status == 200 and json.loads(reply)["response"]["uid"] == "update-6mb"
+    status, reply = post_on_new_connection(small, "/validate", body)
+    assert status == 200 and reply["response"]["uid"] == "update-6mb"
 
 
 def test_large_bodies_share_a_budget_and_small_requests_never_wait(small):
@@ -172,11 +180,8 @@ def test_large_bodies_share_a_budget_and_small_requests_never_wait(small):
     holder = tls(small)
     holder.sendall(head("/mutate", len(first)) + first[:300_000])
     try:
-        waiter = tls(small)
-        waiter.sendall(head("/mutate", len(second)) + second)
-        status, reply = read_response(waiter)
-        waiter.close()
-        assert status == 503 and "too many large requests in flight" in json.loads(reply)["error"]
+        status, reply = post_on_new_connection(small, "/mutate", second, timeout=10)
+        assert status == 503 and "too many large requests in flight" in reply["error"]
         client = small.client()
         assert client.post_review("/mutate", review("job-03-mutate-Job-CREATE.json"))[0] == 200
         holder.sendall(first[300_000:])
@@ -192,11 +197,8 @@ def test_a_review_too_dense_to_decide_within_the_memory_budget_is_413(small):
     body = review("job-03-mutate-Job-CREATE.json")
     body["request"]["object"]["spec"]["template"]["spec"]["x"] = "DENSE"
     data = json.dumps(body).replace('"DENSE"', "[" + ",".join(["[[[{}]]]"] * 270_000) + "]").encode()
-    sock = tls(small, timeout=30)
-    sock.sendall(head("/mutate", len(data)) + data)
-    status, reply = read_response(sock)
-    sock.close()
-    assert status == 413 and "MiB of memory to decide" in json.loads(reply)["error"]
+    status, reply = post_on_new_connection(small, "/mutate", data)
+    assert status == 413 and "MiB of memory to decide" in reply["error"]
     client = small.client()
     assert client.post_review("/mutate", review("job-03-mutate-Job-CREATE.json"))[0] == 200
 
