@@ -212,3 +212,31 @@ def test_cluster_support_warning_names_the_missing_gates(tmp_path):
     full = load_policy(write_policy(tmp_path / "ok", {"featureGates": [
         "GenericWorkload", "WorkloadWithJob", "TopologyAwareWorkloadScheduling"]}))
     assert not [v for v in decide(full, Request(job())).warnings if v.rule == "gang.cluster-support"]
+
+
+def test_a_gang_job_names_its_scheduler_once(tmp_path):
+    """A Volcano gang Job whose user set another scheduler: one warning on that path, not one per call."""
+    from conftest import BACKENDS, write_policy
+
+    from trainadmit.engine import load_policy
+
+    volcano = load_policy(write_policy(tmp_path / "volcano", BACKENDS["volcano"]))
+    obj = job(extra_spec={"schedulerName": "my-scheduler"})
+    d = decide(volcano, Request(obj, "CREATE"))
+    warnings = [v for v in d.violations if v.rule == "gang.foreign-backend"]
+    assert [v.path for v in warnings] == ["spec.template.spec.schedulerName"], warnings
+
+
+def test_a_job_that_cannot_join_the_gang_gets_no_gang_side_effects(tmp_path):
+    """generateName Jobs have no name for the PodGroup: no gang, and no scheduler that only the gang needed."""
+    from conftest import BACKENDS, write_policy
+
+    from trainadmit.engine import load_policy
+
+    cosched = load_policy(write_policy(tmp_path / "coscheduling", BACKENDS["coscheduling"]))
+    obj = job()
+    obj["metadata"]["generateName"] = obj["metadata"].pop("name") + "-"
+    d = decide(cosched, Request(obj, "CREATE"))
+    assert "gang.name-required" in rules_of(d)
+    assert d.summary["gang"] == "none"
+    assert not [op for op in d.patch if op["path"].endswith("/schedulerName")], d.patch

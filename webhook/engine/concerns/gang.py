@@ -138,7 +138,8 @@ def mutate(ctx: Context) -> None:
     size = r.gang_size
     source = ctx.platform_source("spec", "gang", "backend", note=f"{ours}; minimum = {size} pods")
     if gang.method is GangMethod.job:
-        _job(ctx, backend, size, source)
+        if not _job(ctx, backend, size, source):
+            return
     elif gang.method is GangMethod.templates:
         if not _templates(ctx, backend, size, source):
             return
@@ -155,23 +156,21 @@ def _gang_templates(ctx: Context) -> list[PodTemplate]:
     return [t for t in ctx.workload.templates if t.in_gang]
 
 
-def _job(ctx: Context, backend: GangBackend, size: int, source: Source) -> None:
-    """A batch/v1 Job's own gang mechanism per backend."""
+def _job(ctx: Context, backend: GangBackend, size: int, source: Source) -> bool:
+    """A batch/v1 Job's own gang mechanism per backend; False when it could not join one."""
+    native_job = backend is GangBackend.native and ctx.policy.platform.gang.nativeMode == "job-scheduling"
+    if backend is GangBackend.coscheduling or (backend is GangBackend.native and not native_job):
+        return _templates(ctx, backend, size, source)
     template = ctx.workload.templates[0]
-    if backend is GangBackend.native:
-        if ctx.policy.platform.gang.nativeMode == "job-scheduling":
-            keep_or_set(ctx, ("spec", "scheduling"), _native_spec(ctx, size), source)
-        else:
-            _templates(ctx, backend, size, source)
-    elif backend is GangBackend.coscheduling:
-        _templates(ctx, backend, size, source)
+    if native_job:
+        keep_or_set(ctx, ("spec", "scheduling"), _native_spec(ctx, size), source)
     elif backend is GangBackend.volcano:
         keep_or_set(ctx, ("metadata", "annotations", VOLCANO_MIN_MEMBER), str(size), source)
         _queue(ctx, (*template.meta_path, "annotations", VOLCANO_QUEUE))
-        _scheduler_name(ctx, [template])
     else:
         _kueue(ctx, source)
     _scheduler_name(ctx, [template])  # a platform may name a scheduler for any backend
+    return True
 
 
 def _native_spec(ctx: Context, size: int, api: str = "") -> dict:
@@ -201,8 +200,7 @@ def _templates(ctx: Context, backend: GangBackend, size: int, source: Source) ->
         api = native_podgroup_api(ctx.policy.platform.kubernetesVersion) or NATIVE_PODGROUP_APIS[0][1]
         _companion(ctx, {"apiVersion": api, "kind": "PodGroup", "metadata": {"name": pg_name},
                          "spec": _native_spec(ctx, size, api)}, source)
-        return True
-    if backend is GangBackend.coscheduling:
+    elif backend is GangBackend.coscheduling:
         for t in templates:
             keep_or_set(ctx, (*t.meta_path, "labels", POD_GROUP_LABEL), name, source)
         pg: dict = {"minMember": size}
@@ -221,7 +219,7 @@ def _templates(ctx: Context, backend: GangBackend, size: int, source: Source) ->
             pg["priorityClassName"] = r.tier[1].className
         _companion(ctx, {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
                          "metadata": {"name": name}, "spec": pg}, source)
-    _scheduler_name(ctx, templates)
+    _scheduler_name(ctx, templates)  # a platform may name a scheduler for any backend
     return True
 
 
