@@ -182,3 +182,21 @@ def test_rdma_resource_counts_must_be_whole_quantities(tmp_path, bad):
     (d / "pools.yaml").write_text(yaml.safe_dump_all(docs, sort_keys=False))
     [finding] = [f for f in lint(d)[0] if f.is_error]
     assert finding.field == "spec.rdma.resources" and "rdma/roce_shared" in finding.message
+
+
+def test_a_rule_for_a_kind_never_decided_is_reported_at_its_line_by_lint_and_load(tmp_path):
+    """A Rule with kinds: [PyTorchJobs] would never run: lint reports it where it is written, with the
+    kind meant, and loading refuses the set with the same problem."""
+    rules = (POLICIES / "rules.yaml").read_text().replace("kinds: [Job]", "kinds: [Job, PyTorchJobs]", 1)
+    directory = write_policy(tmp_path / "p")
+    (directory / "rules.yaml").write_text(rules)
+    line = next(i for i, text in enumerate(rules.splitlines(), 1) if "PyTorchJobs" in text)
+    findings, unreadable = lint(directory)
+    wrong = [f for f in findings if "PyTorchJobs" in f.message]
+    assert not unreadable and len(wrong) == 1, findings
+    assert (wrong[0].file, wrong[0].line, wrong[0].field, wrong[0].severity) == ("rules.yaml", line, "spec.kinds[1]",
+                                                                              "error")
+    assert "did you mean PyTorchJob?" in wrong[0].fix
+    with pytest.raises(PolicyError) as err:
+        load_policy(directory)
+    assert [(p.line, p.field) for p in err.value.problems] == [(line, "spec.kinds[1]")]

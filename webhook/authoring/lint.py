@@ -15,6 +15,8 @@ import itertools
 from pathlib import Path
 
 from ..engine import RULES
+from ..engine.workloads import HANDLED_KINDS
+from ..policy import PolicySet
 from ..policy.loader import LoadReport, PolicyProblem, inspect_policy_dir, sort_key
 from ..policy.models import LABEL_KEY_RE, Enforceable, GangBackend
 from .suite import load_suites
@@ -116,11 +118,19 @@ def semantic_findings(report: LoadReport) -> list[Finding]:
 
 def lint(directory: str | Path) -> tuple[list[Finding], bool]:
     """(every finding of the policy files and the test suites, sorted by file and line; unreadable)."""
-    report = inspect_policy_dir(directory, RULES)
+    findings, unreadable, _ = lint_with_policy(directory)
+    return findings, unreadable
+
+
+def lint_with_policy(directory: str | Path) -> tuple[list[Finding], bool, PolicySet | None]:
+    """``lint``, and the policy set the directory loads as when it has no errors (read once)."""
+    report = inspect_policy_dir(directory, RULES, HANDLED_KINDS)
     findings = list(report.problems)
     if report.policy is not None:
         findings += semantic_findings(report)
         _, suite_problems = load_suites(Path(directory), known_rules(report.policy))
         findings += suite_problems
     findings.sort(key=sort_key)
-    return findings, report.unreadable or any(f.unreadable for f in findings)
+    unreadable = report.unreadable or any(f.unreadable for f in findings)
+    clean = not unreadable and not any(f.is_error for f in findings)
+    return findings, unreadable, report.policy if clean else None

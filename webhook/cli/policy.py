@@ -12,9 +12,9 @@ from .render import to_json
 def cmd_policy_lint(args: argparse.Namespace) -> int:
     """Every finding of every file, then one summary line. Exit 0 clean or warnings only (1 with
     --strict), 1 errors, 2 unreadable."""
-    from ..authoring.lint import format_finding, lint
+    from ..authoring.lint import format_finding, lint_with_policy
 
-    findings, unreadable = lint(args.dir)
+    findings, unreadable, policy = lint_with_policy(args.dir)
     for finding in findings:
         print(format_finding(finding))
     errors = sum(f.is_error for f in findings)
@@ -26,8 +26,7 @@ def cmd_policy_lint(args: argparse.Namespace) -> int:
     if errors or (warnings and args.strict):
         print(f"{counts} in {args.dir}" + (" (--strict: warnings fail)" if not errors else ""))
         return EXIT_DENIED
-    policy = load_policy_or_report(args.dir)
-    if policy is None:
+    if policy is None:  # cannot happen without errors; never print a summary of nothing
         return EXIT_ERROR
     print(f"{args.dir}: policy generation {policy.generation}: {len(policy.pools)} pools, "
           f"{len(policy.datasets)} datasets, {len(policy.checkpoints)} checkpoint classes, "

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..policy import PolicyError, PolicyProblem, PolicySet
+from ..policy import PolicySet
 from .decide import decide, match
 from .decision import Decision, Injection, Source, Violation
 from .registry import RULE_DEFAULTS, RULES
@@ -20,19 +20,7 @@ def load_policy(directory: str | Path) -> PolicySet:
     overrides against the declared rules, custom rules' kinds against the handled kinds."""
     from ..policy.loader import load_policy_dir  # pydantic: not for a set from the policy cache
 
-    policy = load_policy_dir(directory, RULES)
-    problems = []
-    for name, spec in sorted(policy.rules.items()):
-        for i, kind in enumerate(spec.kinds):
-            if kind not in HANDLED_KINDS:
-                ref = policy.sources.get(("Rule", name))
-                problems.append(PolicyProblem(ref.file if ref else str(directory), ref.document if ref else None,
-                                              f"spec.kinds[{i}]",
-                                              f"{kind!r} is not a kind trainadmit handles; one of "
-                                              f"{', '.join(sorted(HANDLED_KINDS))}", ref.line if ref else None))
-    if problems:
-        raise PolicyError(problems)
-    return policy
+    return load_policy_dir(directory, RULES, HANDLED_KINDS)
 
 
 __all__ = ["RULES", "RULE_DEFAULTS", "Decision", "Injection", "Request", "Source", "Violation", "decide",

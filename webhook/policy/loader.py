@@ -277,11 +277,13 @@ class _Documents:
         return {name: doc.spec for name, doc in self.loaded[kind].items()}
 
 
-def inspect_policy_dir(directory: str | Path, builtin_rules: Collection[str]) -> LoadReport:
+def inspect_policy_dir(directory: str | Path, builtin_rules: Collection[str],
+                       handled_kinds: Collection[str] = ()) -> LoadReport:
     """Parse and check every policy document under ``directory`` and report every problem.
 
-    ``builtin_rules`` are the rule ids the engine declares (``trainadmit.engine.load_policy``
-    passes them), so that an override of an unknown rule is an error at load time."""
+    ``builtin_rules`` and ``handled_kinds`` are the rule ids and workload kinds the engine declares
+    (``trainadmit.engine.load_policy`` passes them), so that an override of an unknown rule, or a
+    custom rule for a kind never decided, is an error at load time."""
     root = Path(directory)
     if not root.is_dir():
         return LoadReport(str(directory), None, [PolicyProblem(str(directory), None, "", "policy directory does not "
@@ -320,6 +322,7 @@ def inspect_policy_dir(directory: str | Path, builtin_rules: Collection[str]) ->
     policy, cross = PolicySet.build(
         builtin_rules,
         unresolved=docs.unresolved,
+        handled_kinds=handled_kinds,
         platform_doc=platform,
         pools=docs.specs("Pool"),
         datasets=docs.specs("Dataset"),
@@ -348,9 +351,10 @@ def _platform_count(directory: str, seen: list[tuple[str, int, int]]) -> list[Po
                           fix="keep one Platform: merge the others into it") for file, index, line in seen[1:]]
 
 
-def load_policy_dir(directory: str | Path, builtin_rules: Collection[str]) -> PolicySet:
+def load_policy_dir(directory: str | Path, builtin_rules: Collection[str],
+                    handled_kinds: Collection[str] = ()) -> PolicySet:
     """The policy set of ``directory``; PolicyError naming every error (warnings do not stop loading)."""
-    report = inspect_policy_dir(directory, builtin_rules)
+    report = inspect_policy_dir(directory, builtin_rules, handled_kinds)
     if report.errors or report.policy is None:
         raise PolicyError(report.errors)
     return report.policy

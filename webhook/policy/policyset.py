@@ -169,20 +169,21 @@ class PolicySet:
 
     @classmethod
     def build(cls, builtin_rules: Collection[str], unresolved: Mapping[str, Collection[str]] | None = None,
-              **kwargs) -> tuple[PolicySet, list[CrossProblem]]:
+              handled_kinds: Collection[str] = (), **kwargs) -> tuple[PolicySet, list[CrossProblem]]:
         """Build the set and return it with its cross-reference problems (empty when sound).
 
         ``unresolved`` names, per kind, documents that exist but did not load (their own errors are
-        reported): a reference to one of them is not reported again as a reference to nothing."""
+        reported): a reference to one of them is not reported again as a reference to nothing.
+        ``handled_kinds``: the kinds the engine decides, which a custom Rule's ``kinds`` may name."""
         policy = cls(**kwargs)
-        return policy, policy._cross_check(builtin_rules, unresolved or {})
+        return policy, policy._cross_check(builtin_rules, unresolved or {}, handled_kinds)
 
     @property
     def platform_name(self) -> str:
         return self.platform_doc.metadata.name
 
-    def _cross_check(self, builtin_rules: Collection[str], unresolved: Mapping[str, Collection[str]]
-                     ) -> list[CrossProblem]:
+    def _cross_check(self, builtin_rules: Collection[str], unresolved: Mapping[str, Collection[str]],
+                     handled_kinds: Collection[str]) -> list[CrossProblem]:
         problems: list[CrossProblem] = []
 
         def missing(kind: str, name: str, defined: Collection[str]) -> bool:
@@ -206,6 +207,13 @@ class PolicySet:
                 problems.append((platform_ref, ("spec", "rules", rule), "unknown rule id",
                                  f"did you mean {close[0]}?" if close else
                                  f"use a built-in rule id ({', '.join(sorted(builtin_rules))}) or custom.<Rule name>"))
+        for name, spec in self.rules.items():
+            for i, kind in enumerate(spec.kinds):
+                if handled_kinds and kind not in handled_kinds:
+                    close = difflib.get_close_matches(kind, sorted(handled_kinds), n=1)
+                    problems.append((("Rule", name), ("spec", "kinds", i), f"{kind!r} is not a kind trainadmit handles",
+                                     f"did you mean {close[0]}?" if close else
+                                     f"use one of: {', '.join(sorted(handled_kinds))}"))
         by_resource: dict[str, list[str]] = {}
         for name, pool in self.pools.items():
             if pool.default:
