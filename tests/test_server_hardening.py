@@ -30,8 +30,9 @@ MiB = 1024 * 1024
 @pytest.fixture(scope="module")
 def small(tmp_path_factory):
     srv = Server(POLICIES, issue_certs(tmp_path_factory.mktemp("hardening-certs")), workers=1,
-                 extra=["--threads", "2", "--read-timeout", str(READ_TIMEOUT), "--enable-noop"],
-                 env_extra={"TRAINADMIT_MAX_INFLIGHT_BODY_BYTES": str(MiB), "TRAINADMIT_WAIT_TIMEOUT": "0.5"})
+                 extra=["--threads", "2", "--enable-noop"],  # the deadline from the environment, as limits.py says
+                 env_extra={"TRAINADMIT_MAX_INFLIGHT_BODY_BYTES": str(MiB), "TRAINADMIT_WAIT_TIMEOUT": "0.5",
+                            "TRAINADMIT_READ_TIMEOUT": str(READ_TIMEOUT)})
     srv.wait_ready()
     yield srv
     assert srv.stop() == 0

@@ -120,9 +120,9 @@ def _add_serve(sub) -> None:
     srv.add_argument("--threads", type=int, default=8, help="threads per process (default %(default)s)")
     srv.add_argument("--timeout", type=int, default=30, help="worker heartbeat timeout, seconds")
     srv.add_argument("--graceful-timeout", type=int, default=20, help="seconds to finish in-flight requests")
-    srv.add_argument("--read-timeout", type=float, default=ReadLimits.read_timeout,
-                     help="seconds a client has for the TLS handshake, head and body of one request, "
-                          "408 after (default %(default)s)")
+    srv.add_argument("--read-timeout", type=float, default=None,
+                     help="seconds a client has for the TLS handshake, head and body of one request, 408 after "
+                          f"(default: $TRAINADMIT_READ_TIMEOUT, else {ReadLimits.read_timeout:g})")
     srv.add_argument("--max-requests", type=int, default=MAX_REQUESTS,
                      help="requests after which a worker is replaced, bounding what it keeps (default %(default)s; "
                           "0: never)")

@@ -38,8 +38,6 @@ def serve(config: ServerConfig, bind: str = "0.0.0.0:8443", workers: int = 2, th
     """
     from gunicorn.app.base import BaseApplication
 
-    if not (config.cert_file and config.key_file):
-        raise SystemExit("trainadmit serve needs --tls-cert and --tls-key (HTTPS only)")
     # workers build their app from the environment (after fork, so each has its own reload thread)
     os.environ.update({
         "TRAINADMIT_POLICY_DIR": os.path.abspath(config.policy_dir),
@@ -51,7 +49,7 @@ def serve(config: ServerConfig, bind: str = "0.0.0.0:8443", workers: int = 2, th
         "TRAINADMIT_CLUSTER_LIVE": "1" if config.cluster_live else "0",
         "TRAINADMIT_CLUSTER_MAX_AGE": str(config.cluster_max_age),
     })
-    if read_timeout is not None:
+    if read_timeout is not None:  # else the environment's, else ReadLimits' default (the workers read ReadLimits)
         os.environ["TRAINADMIT_READ_TIMEOUT"] = str(read_timeout)
     options = {
         "bind": bind, "workers": workers, "worker_class": WORKER_CLASSES[worker_class], "threads": threads,
