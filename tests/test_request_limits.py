@@ -48,9 +48,9 @@ def test_early_responses_are_complete_http():
 
 def test_trim_runs_when_the_last_large_request_is_answered():
     assert malloc_trim(), "glibc's malloc_trim is available on the platforms the image runs on"
-    trimmer = LargeRequestTrimmer(threshold=1000, max_interval=3600)
-    assert trimmer.started(999) is False
-    a, b = trimmer.started(1000), trimmer.started(5000)
+    trimmer = LargeRequestTrimmer(ReadLimits(small_body_bytes=1000).is_large, max_interval=3600)
+    assert trimmer.started(1000) is False
+    a, b = trimmer.started(1001), trimmer.started(5000)
     trimmer.finished(a)
     assert trimmer.trims == 0  # b is still in flight: what it frees later would stay
     trimmer.finished(False)

@@ -149,7 +149,7 @@ def create_app(config: ServerConfig | None = None) -> Flask:
         except BadReview as exc:
             return refuse(webhook, exc.status, exc.message)
         policy, memo = policies.current, policies.memo  # one generation for this whole response
-        if len(body) >= limits.small_body_bytes:
+        if limits.is_large(len(body)):
             memo = None  # keying a large object would double its cost, for a shape that rarely repeats
         kind = str(review.kind.get("kind") or "")
         decision = None

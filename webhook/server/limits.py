@@ -55,6 +55,10 @@ class ReadLimits:
     # without waiting for its deadline; a TLS handshake and a request head take milliseconds
     shutdown_idle: float = 1.0
 
+    def is_large(self, body_bytes: int) -> bool:
+        """Large bodies are read under the in-flight budget, bypass the decision memo and trigger a trim."""
+        return body_bytes > self.small_body_bytes
+
     def body_limit(self, path: str) -> int:
         """The largest body accepted on ``path`` (exact match: the app has no other POST routes)."""
         return {"/mutate": self.mutate_body_bytes, "/validate": self.validate_body_bytes,

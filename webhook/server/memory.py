@@ -15,9 +15,9 @@ import ctypes
 import ctypes.util
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
-TRIM_THRESHOLD_BYTES = 256 * 1024  # a request with a body at least this large is "large"
 TRIM_MAX_INTERVAL = 10.0  # under a steady stream of large requests, still trim this often
 
 
@@ -51,9 +51,9 @@ class LargeRequestTrimmer:
     response was written, in the request's own thread.
     """
 
-    def __init__(self, threshold: int = TRIM_THRESHOLD_BYTES, max_interval: float = TRIM_MAX_INTERVAL,
+    def __init__(self, is_large: Callable[[int], bool], max_interval: float = TRIM_MAX_INTERVAL,
                  trim: Any = malloc_trim):
-        self.threshold, self.max_interval, self._trim = threshold, max_interval, trim
+        self.is_large, self.max_interval, self._trim = is_large, max_interval, trim
         self._lock = threading.Lock()
         self._inflight = 0
         self._last = time.monotonic()
@@ -61,7 +61,7 @@ class LargeRequestTrimmer:
 
     def started(self, body_bytes: int) -> bool:
         """A request with this body size starts; True when it counts as large (pass that to ``finished``)."""
-        if body_bytes < self.threshold:
+        if not self.is_large(body_bytes):
             return False
         with self._lock:
             self._inflight += 1

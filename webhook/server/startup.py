@@ -29,8 +29,8 @@ def _read(path: Path, what: str) -> bytes:
         raise StartupError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
 
 
-def check_tls_pair(cert_file: str | Path, key_file: str | Path, now: dt.datetime | None = None) -> dt.datetime:
-    """The serving certificate's notAfter, once the pair is readable PEM, matching, and not expired."""
+def check_tls_pair(cert_file: str | Path, key_file: str | Path) -> None:
+    """The pair is readable PEM, the key is the certificate's, and the certificate has not expired."""
     cert_path, key_path = Path(cert_file), Path(key_file)
     cert_pem, key_pem = _read(cert_path, "the TLS certificate"), _read(key_path, "the TLS key")
     try:
@@ -44,14 +44,12 @@ def check_tls_pair(cert_file: str | Path, key_file: str | Path, now: dt.datetime
     if key.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo) != \
             cert.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo):
         raise StartupError(f"the TLS key {key_path} does not belong to the certificate {cert_path}")
-    now = now or dt.datetime.now(dt.UTC)
-    if cert.not_valid_after_utc <= now:
+    if cert.not_valid_after_utc <= dt.datetime.now(dt.UTC):
         raise StartupError(f"the TLS certificate {cert_path} expired at {cert.not_valid_after_utc.isoformat()}")
     try:  # what the server will do with them, for anything the checks above do not cover
         ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert_path, key_path)
     except (OSError, ValueError) as exc:
         raise StartupError(f"the TLS pair {cert_path} / {key_path} cannot be served: {exc}") from None
-    return cert.not_valid_after_utc
 
 
 def check_cluster_files(paths: list[str]) -> None:

@@ -134,7 +134,7 @@ class DeadlineThreadWorker(ThreadWorker):
         self.reading: dict[int, ReadState] = {}  # id(conn) -> state
         self.waiting_budget: list[ReadState] = []
         self.inflight_body = 0
-        self.trimmer = LargeRequestTrimmer()
+        self.trimmer = LargeRequestTrimmer(self.limits.is_large)
         self._metrics: Any = None
 
     def init_process(self) -> None:
@@ -384,7 +384,7 @@ class DeadlineThreadWorker(ThreadWorker):
 
     def _take_budget(self, state: ReadState) -> bool:
         n = state.body_bytes
-        if n <= self.limits.small_body_bytes:
+        if not self.limits.is_large(n):
             return True
         if self.inflight_body and self.inflight_body + n > self.limits.max_inflight_body_bytes:
             return False
