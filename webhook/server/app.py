@@ -148,9 +148,8 @@ def create_app(config: ServerConfig | None = None) -> Flask:
             review = parse_review(body)
         except BadReview as exc:
             return refuse(webhook, exc.status, exc.message)
-        policy, memo = policies.current, policies.memo  # one generation for this whole response
-        if limits.is_large(len(body)):
-            memo = None  # keying a large object would double its cost, for a shape that rarely repeats
+        memo = policies.memo  # one generation for this whole response
+        policy = memo.policy if memo is not None else None
         kind = str(review.kind.get("kind") or "")
         decision = None
         rules: list[str] = []
@@ -169,8 +168,10 @@ def create_app(config: ServerConfig | None = None) -> Flask:
             req = Request(review.obj, operation=review.operation, old=review.old, namespace=review.namespace,
                           user=review.user, dry_run=review.dry_run, phase=webhook)
             try:
-                decision = memo.decide(req, cluster) if memo is not None and memo.policy is policy else \
-                    decide(policy, req, cluster)
+                # a large object is decided from scratch: keying it would double its cost, for a shape that
+                # rarely repeats (memo is not None here: it holds the policy)
+                decision = decide(policy, req, cluster) if limits.is_large(len(body)) else \
+                    memo.decide(req, cluster)  # type: ignore[union-attr]
             except Exception as exc:
                 frame = traceback.extract_tb(exc.__traceback__)[-1]
                 emit("engine_error", uid=review.uid, webhook=webhook, error=repr(exc),

@@ -51,12 +51,16 @@ class PolicyStore:
 
     def __init__(self, directory: str | Path):
         self.directory = Path(directory)
-        self.current: PolicySet | None = None
-        # remembered decisions of the current generation (replaced with it, never shared across two)
+        # the served generation and its remembered decisions, swapped as one value (never two generations)
         self.memo: Memo | None = None
         self.last_error: str | None = None
         self._fp: tuple | None = None
         self._lock = threading.Lock()
+
+    @property
+    def current(self) -> PolicySet | None:
+        memo = self.memo
+        return memo.policy if memo is not None else None
 
     def _files_fingerprint(self) -> tuple:
         try:
@@ -88,7 +92,6 @@ class PolicyStore:
                 return False
             previous = self.current
             self.memo = Memo(policy)
-            self.current = policy
             self.last_error = None
             metrics.POLICY_RELOADS.inc()
             if previous is not None:  # 0 is left out of /metrics (metrics.render); remove() for in-process use
