@@ -265,7 +265,8 @@ class Memo:
         violations = [Violation(r, Action(a), sub(p), sub(m), sub(h)) for r, a, p, m, h in entry.violations]
         decision = Decision(matched=entry.matched, reason=sub(entry.reason), violations=violations,
                             generation=self.policy.generation)
-        decision.patch_json = sub(entry.patch_json) if request.phase != "validate" else "[]"
+        patch_json = sub(entry.patch_json) if request.phase != "validate" else None
+        decision.patch_json = patch_json if patch_json != "[]" else None  # no patch: like a fresh decision's []
         return decision
 
     def _custom_rules(self, key: bytes, request: Request, patch_json: str, namespace: str | None,

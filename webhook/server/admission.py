@@ -110,5 +110,5 @@ def decision_response(uid: str, decision: Decision, with_patch: bool) -> dict:
     warnings = [_warning_text(v) for v in decision.warnings][:20]
     if not decision.allowed:
         return response(uid, False, message=decision.denial_message(), warnings=warnings)
-    patch = (decision.patch_json if decision.patch_json not in (None, "[]") else decision.patch) if with_patch else None
+    patch = (decision.patch_json or decision.patch) if with_patch else None
     return response(uid, True, patch=patch, warnings=warnings)
