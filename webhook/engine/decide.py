@@ -85,11 +85,7 @@ BUILTIN_VALIDATIONS = tuple(c for c in VALIDATIONS if c is not custom.CONCERN)
 
 
 def _decide(policy: PolicySet, request: Request, cluster: ClusterView | None, validations: tuple) -> Decision:
-    obj = request.obj
-    namespace = request.namespace
-    if isinstance(obj, dict) and isinstance(obj.get("metadata"), dict):
-        own = obj["metadata"].get("namespace")
-        namespace = own if isinstance(own, str) and own else namespace
+    obj, namespace = request.obj, request.effective_namespace
     workload, reason = match(policy, obj, namespace, request.user)
     if workload is None:
         return Decision(matched=False, reason=reason, generation=policy.generation)

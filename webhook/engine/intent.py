@@ -43,9 +43,7 @@ class Resolved:
     gpu_resources: list[str] = field(default_factory=list)
     gpu_resource: str | None = None
     gpu_templates: list[tuple[PodTemplate, int]] = field(default_factory=list)  # (template, GPUs per Pod)
-    gpus_per_pod: int = 0  # of the GPU templates (the largest, when they differ)
     pods: int = 1  # Pods that run at once, all templates
-    gpu_pods: int = 0  # of them, the ones that request GPUs
     gang_size: int = 1  # Pods the operator counts in the gang
     pool_name: str | None = None
     pool: PoolSpec | None = None
@@ -62,6 +60,16 @@ class Resolved:
     queue_explicit: bool = False
     fabrics: dict[str, str] = field(default_factory=dict)  # fabric the workload asks for -> what asked for it
     no_pool: str | None = None  # why no pool fits this GPU workload
+
+    @property
+    def gpus_per_pod(self) -> int:
+        """Of the GPU templates (the largest, when they differ)."""
+        return max((gpus for _, gpus in self.gpu_templates), default=0)
+
+    @property
+    def gpu_pods(self) -> int:
+        """Of the Pods that run at once, the ones that request GPUs."""
+        return sum(t.pods for t, _ in self.gpu_templates)
 
     @property
     def total_gpus(self) -> int:
@@ -137,8 +145,6 @@ def resolve(workload: Workload, policy: PolicySet, gpu_resources: list[str], rep
             gpus = pod_resource_total(template, out.gpu_resource)
             if gpus > 0:
                 out.gpu_templates.append((template, gpus))
-        out.gpus_per_pod = max((gpus for _, gpus in out.gpu_templates), default=0)
-        out.gpu_pods = sum(t.pods for t, _ in out.gpu_templates)
 
     # pool (label), and the fabric it must provide
     out.fabrics = fabrics_of(workload, policy)

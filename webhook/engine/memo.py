@@ -186,7 +186,7 @@ class Memo:
         """Equal to ``decide(policy, request, cluster)`` for what a webhook answers (allowed, every
         violation, the patch): ``Decision.patch_json`` is set, ``mutated`` and ``injections`` are not."""
         policy, cluster = self.policy, cluster or NoCluster()
-        obj, namespace = request.obj, _namespace(request)
+        obj, namespace = request.obj, request.effective_namespace
         meta = obj.get("metadata") if isinstance(obj, dict) else None
         name = meta.get("name") if isinstance(meta, dict) else None
         if request.operation != "CREATE" or not isinstance(meta, dict) or not _nameable(name):
@@ -305,15 +305,6 @@ def _digest(key: str) -> bytes:
     """Tables hold a digest of each key, not the key: a key is as large as the object's projection, and 4,096
     of them from distinct large objects would stay in memory until the table starts over."""
     return hashlib.sha256(key.encode()).digest()
-
-
-def _namespace(request: Request) -> str | None:
-    obj = request.obj
-    if isinstance(obj, dict) and isinstance(obj.get("metadata"), dict):
-        own = obj["metadata"].get("namespace")
-        if isinstance(own, str) and own:
-            return own
-    return request.namespace
 
 
 def _nameable(name: Any) -> bool:

@@ -20,6 +20,13 @@ class Request:
     dry_run: bool = False
     phase: str = "mutate"
 
+    @property
+    def effective_namespace(self) -> str | None:
+        """The object's own namespace when it names one, else the request's (a create in the request's)."""
+        meta = self.obj.get("metadata") if isinstance(self.obj, dict) else None
+        own = meta.get("namespace") if isinstance(meta, dict) else None
+        return own if isinstance(own, str) and own else self.namespace
+
 
 def deciding_phase(operation: str) -> str:
     """The webhook whose answer decides ``operation`` in a cluster, for `trainadmit check`, which answers

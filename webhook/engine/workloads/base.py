@@ -202,8 +202,9 @@ class Adapter:
         return []
 
     def child_labels(self) -> tuple[str, ...]:
-        """Labels this kind's operator puts on the Pods (and child objects) it creates."""
-        return ()
+        """Labels this kind's operator puts on the Pods (and child objects) it creates: at least the one
+        naming the workload, when there is one."""
+        return (self.pods_label,) if self.pods_label else ()
 
     # the templates take a priorityClassName (TrainJob's runtime patches cannot carry one)
     template_priority: bool = True

@@ -38,6 +38,3 @@ class JobAdapter(Adapter):
 
     def templates(self, obj: dict) -> list[TemplateSpec]:
         return [TemplateSpec(JOB_TEMPLATE, "worker", parallelism(obj), True, "spec.template")]
-
-    def child_labels(self) -> tuple[str, ...]:
-        return ("batch.kubernetes.io/job-name",)

@@ -34,6 +34,3 @@ class JobSetAdapter(Adapter):
             out.append(TemplateSpec(("spec", "replicatedJobs", i, "template", "spec", "template"), name,
                                     count(rjob.get("replicas"), 1) * parallelism, True, f"replicatedJobs[{name}]"))
         return out
-
-    def child_labels(self) -> tuple[str, ...]:
-        return (JOBSET_NAME,)

@@ -50,6 +50,3 @@ class LeaderWorkerSetAdapter(Adapter):
 
     def gang_size(self, obj: dict, templates: list[TemplateSpec]) -> int:
         return max(count(get_path(obj, ("spec", "leaderWorkerTemplate", "size")), 1), 1)
-
-    def child_labels(self) -> tuple[str, ...]:
-        return ("leaderworkerset.sigs.k8s.io/name",)

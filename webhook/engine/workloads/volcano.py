@@ -42,6 +42,3 @@ class VolcanoJobAdapter(Adapter):
     def gang_size(self, obj: dict, templates: list[TemplateSpec]) -> int:
         minimum = get_path(obj, ("spec", "minAvailable"))
         return count(minimum, 0) or super().gang_size(obj, templates)
-
-    def child_labels(self) -> tuple[str, ...]:
-        return ("volcano.sh/job-name",)
