@@ -108,6 +108,11 @@ class Context:
             return [t for t, _ in r.gpu_templates]
         return list(self.workload.templates) if r.pool is not None and r.pool_explicit else []
 
+    def pool_templates_in(self, view: Workload) -> list[PodTemplate]:
+        """``pool_templates`` as they are in ``view`` (the object as it will be stored, for validation)."""
+        placed = {t.root for t in self.pool_templates}
+        return [t for t in view.templates if t.root in placed]
+
     def gpu_containers(self, template: PodTemplate) -> list[ContainerRef]:
         """Regular containers of ``template`` that request the workload's GPU resource: the ones
         that run NCCL."""

@@ -32,11 +32,8 @@ CORDONED_NODES = rule("capacity.cordoned-nodes", Action.warn,
 
 def tolerations_of(ctx: Context, view: Workload) -> tuple[dict, ...]:
     """The tolerations of the workload's pool templates as they will be stored (all of them, deduplicated)."""
-    placed = {t.root for t in ctx.pool_templates}
     found: dict[str, dict] = {}
-    for template in view.templates:
-        if template.root not in placed:
-            continue
+    for template in ctx.pool_templates_in(view):
         for tol in template.pod_spec.get("tolerations") or []:
             if isinstance(tol, dict):
                 found.setdefault(repr(sorted(tol.items())), tol)

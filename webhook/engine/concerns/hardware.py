@@ -89,10 +89,8 @@ def validate(ctx: Context, view: Workload) -> None:
     pool = ctx.resolved.pool
     if pool is None or not pool.requiredNodeLabels:
         return
-    placed = {t.root for t in ctx.pool_templates}
-    for template in view.templates:
-        if template.root in placed:
-            _selector_contradictions(ctx, pool, template)
+    for template in ctx.pool_templates_in(view):
+        _selector_contradictions(ctx, pool, template)
     _enough_nodes(ctx, pool)
 
 

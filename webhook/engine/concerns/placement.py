@@ -70,10 +70,8 @@ def validate(ctx: Context, view: Workload) -> None:
     pool = ctx.resolved.pool
     if pool is None:
         return
-    placed = {t.root for t in ctx.pool_templates}
-    for template in view.templates:
-        if template.root in placed:
-            _contradictions(ctx, pool, template)
+    for template in ctx.pool_templates_in(view):
+        _contradictions(ctx, pool, template)
 
 
 def _contradictions(ctx: Context, pool, template: PodTemplate) -> None:

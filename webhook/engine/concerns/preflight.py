@@ -204,9 +204,8 @@ def validate(ctx: Context, view: Workload) -> None:
     pool = ctx.resolved.pool
     if pool is None or not pool.preflight.enabled:
         return
-    placed = {t.root for t in ctx.pool_templates}
-    for template in view.templates:
-        found = _find(template.pod_spec) if template.root in placed else None
+    for template in ctx.pool_templates_in(view):
+        found = _find(template.pod_spec)
         if found is None:
             continue
         index, container = found
