@@ -66,18 +66,24 @@ def validate(ctx: Context, view: Workload) -> None:
         "params": {},
     }
     activations: dict[int, object] = {}  # one CEL activation per distinct params object
+    sizes: dict[tuple | None, int] = {}  # largest collection per set of read paths
     for rule in rules:
         spec = rule.spec
         if view.kind not in spec.kinds or operation not in spec.operations:
             continue
         if spec.namespaces is not None and not any(fnmatch.fnmatchcase(namespace or "", p) for p in spec.namespaces):
             continue
-        largest = _largest(rule, view.obj, old) if rule.needs_size else 0
+        if rule.needs_size:  # rules reading the same subtrees share the walk (most read the whole object)
+            key = rule.reads
+            if key not in sizes:
+                sizes[key] = _largest(rule, view.obj, old)
+            size = sizes[key]
+        else:
+            size = 0
         act = activations.get(id(spec.params))
         if act is None:
             act = activations[id(spec.params)] = activation({**data, "params": spec.params})
         try:
-            size = largest or 0
             if not all(program.evaluate(act, size) is True for _, program in rule.conditions):
                 continue
             if rule.variables:  # evaluated in order, each seeing the ones before it
