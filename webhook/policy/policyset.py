@@ -132,6 +132,9 @@ class PolicySet:
     compiled_rules: tuple[CompiledRule, ...] = field(init=False)  # in name order
     compile_problems: tuple[tuple[str, tuple, str], ...] = field(init=False)
     gang_gaps: tuple[str, ...] = field(init=False)  # what the target cluster lacks for the gang backend
+    # the native PodGroup apiVersion to write: the one the target version serves, else the first there was
+    podgroup_api: str = field(init=False)
+    tier_by_class: dict[str, tuple[str, PriorityTierSpec]] = field(init=False)  # PriorityClass -> (tier, spec)
     quota_by_name: dict[str, tuple[str, QuotaSpec]] = field(init=False)  # exact namespace names
     quota_globs: tuple[tuple[str, str, QuotaSpec], ...] = field(init=False)  # (pattern, quota name, spec)
 
@@ -155,6 +158,8 @@ class PolicySet:
         set_(self, "compiled_rules", tuple(compiled))
         set_(self, "compile_problems", tuple(problems))
         set_(self, "gang_gaps", tuple(_gang_gaps(spec)))
+        set_(self, "podgroup_api", native_podgroup_api(spec.kubernetesVersion) or NATIVE_PODGROUP_APIS[0][1])
+        set_(self, "tier_by_class", {tier.className: (name, tier) for name, tier in self.tiers.items()})
         exact: dict[str, tuple[str, QuotaSpec]] = {}
         globs: list[tuple[str, str, QuotaSpec]] = []
         for name in sorted(self.quotas):  # an exact name beats a glob; among either, the first by name

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 
-from ...policy.policyset import NATIVE_PODGROUP_APIS, TOPOLOGY_GATE, native_podgroup_api
+from ...policy.policyset import TOPOLOGY_GATE
 from ...policy.vocab import Action, Enforceable, GangBackend
 from ..concern import Concern, rule
 from ..context import Context
@@ -197,7 +197,7 @@ def _templates(ctx: Context, backend: GangBackend, size: int, source: Source) ->
         pg_name = f"{name}-gang"
         for t in templates:
             keep_or_set(ctx, (*t.spec_path, "schedulingGroup"), {"podGroupName": pg_name}, source)
-        api = native_podgroup_api(ctx.policy.platform.kubernetesVersion) or NATIVE_PODGROUP_APIS[0][1]
+        api = ctx.policy.podgroup_api
         _companion(ctx, {"apiVersion": api, "kind": "PodGroup", "metadata": {"name": pg_name},
                          "spec": _native_spec(ctx, size, api)}, source)
     elif backend is GangBackend.coscheduling:

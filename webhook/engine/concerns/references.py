@@ -119,7 +119,7 @@ def _references(ctx: Context, view: Workload) -> list[Reference]:
             out.append(ref)
 
     r, ns = ctx.resolved, ctx.namespace
-    tiers = {tier.className: (name, tier) for name, tier in ctx.policy.tiers.items()}
+    tiers = ctx.policy.tier_by_class
     for template in view.templates:
         name = template.pod_spec.get("priorityClassName")
         if not isinstance(name, str) or not name:
