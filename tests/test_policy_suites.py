@@ -67,6 +67,14 @@ def test_typod_keys_fail_lint_with_key_line_and_fix(with_typos):
     assert r.returncode == 1 and "tests/typos.test.yaml:8: error: cases[0].expect.alowed" in r.stdout
 
 
+def test_a_whole_case_error_points_to_the_case_reference(with_typos):
+    """A model validator's error has no field of its own: the fix names the model's reference section."""
+    findings, _ = lint(with_typos)
+    whole = [f for f in findings if f.field == "cases[1]"]
+    assert [f.fix for f in whole] == ["see Case in the Reference section of docs/policies.md"]
+    assert "### Case" in (POLICIES.parent / "docs" / "policies.md").read_text()
+
+
 def test_typod_keys_fail_policy_test_and_the_good_cases_still_run(with_typos):
     r = run_cli("policy", "test", str(with_typos))
     assert r.returncode == 1

@@ -35,7 +35,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ..policy.loader import PolicyProblem, compose_documents, field_line, field_path, schema_fix, sort_key
+from ..policy.loader import PolicyProblem, compose_documents, field_line, field_path, schema_problems, sort_key
 from ..policy.models import API_VERSION
 
 SUITE_KIND = "PolicyTest"
@@ -134,18 +134,6 @@ def discover(directory: Path) -> list[Path]:
                   and (p.name.endswith((".test.yaml", ".test.yml")) or "tests" in p.relative_to(directory).parts[:-1]))
 
 
-def _schema_problems(model: type[BaseModel], exc: ValidationError, display: str, document: int, node: Any,
-                     prefix: tuple, line: int) -> list[PolicyProblem]:
-    out = []
-    for err in exc.errors():
-        inner = tuple(err["loc"])
-        loc = (*prefix, *inner)
-        fix = schema_fix(model, inner, err["type"]) if inner else "see the format of a PolicyTest in docs/policies.md"
-        out.append(PolicyProblem(display, document, field_path(loc), err["msg"].removeprefix("Value error, "),
-                                 field_line(node, loc) or line, fix=fix))
-    return out
-
-
 def _file_problems(case: Case, base: Path, root: Path, display: str, document: int, node: Any, prefix: tuple,
                    line: int) -> list[PolicyProblem]:
     """A file a case names must exist; outside the policy directory it breaks when the directory is copied."""
@@ -220,7 +208,7 @@ def load_suites(root: Path, known_rules: Collection[str]) -> tuple[list[Suite], 
             try:
                 header = SuiteHeader.model_validate(data)
             except ValidationError as exc:
-                problems.extend(_schema_problems(SuiteHeader, exc, display, index, node, (), line))
+                problems.extend(schema_problems(SuiteHeader, exc, display, index, node, line))
                 continue
             cases = []
             for i, raw in enumerate(header.cases):
@@ -229,7 +217,7 @@ def load_suites(root: Path, known_rules: Collection[str]) -> tuple[list[Suite], 
                 try:
                     case = Case.model_validate(raw)
                 except ValidationError as exc:
-                    problems.extend(_schema_problems(Case, exc, display, index, node, prefix, case_line))
+                    problems.extend(schema_problems(Case, exc, display, index, node, case_line, prefix))
                     continue
                 found = (_file_problems(case, path.parent, root, display, index, node, prefix, case_line)
                          + _rule_problems(case, known_rules, display, index, node, prefix, case_line))
