@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from ..engine.workloads import Workload, adapter_for
 from ..grammars.preflight import CONTAINER_NAME, Result
 from .kube import Permission
+from .lease import PREFLIGHT_STATUS_LEASE as LEASE
 from .lease import LeaderLease
 
-LEASE = "trainadmit-preflight-status"
 # (group, plural) of the workloads whose controller owns their Pods directly: the ones that get the
 # annotation (a JobSet's or TrainJob's Pods belong to batch Jobs; a LeaderWorkerSet's to StatefulSets)
 POD_OWNERS: tuple[tuple[str, str], ...] = (
@@ -37,8 +37,7 @@ PERMISSIONS: tuple[Permission, ...] = (
     Permission("", "pods", ("list",)),  # the preflight results, in init container statuses
     Permission("", "events", ("create",)),  # one Warning Event per failed attempt
     *(Permission(group, plural, ("get", "patch")) for group, plural in POD_OWNERS),  # the annotation
-    Permission("coordination.k8s.io", "leases", ("get", "update"), (LEASE,), namespaced=True),
-)
+)  # its Lease is granted with the others' in access.LEASE_PERMISSIONS
 EVENT_REASON = "PreflightFailed"
 MAX_SHOWN = 3  # failures spelled out in the annotation; the rest are counted
 MAX_LINE = 200
