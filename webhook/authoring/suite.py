@@ -117,7 +117,6 @@ class SuiteHeader(_Strict):
 @dataclass(frozen=True)
 class LoadedCase:
     case: Case
-    line: int
     base: Path  # files are relative to the suite
 
 
@@ -223,6 +222,6 @@ def load_suites(root: Path, known_rules: Collection[str]) -> tuple[list[Suite], 
                          + _rule_problems(case, known_rules, display, index, node, prefix, case_line))
                 problems.extend(found)
                 if not any(p.is_error for p in found):
-                    cases.append(LoadedCase(case, case_line, path.parent))
+                    cases.append(LoadedCase(case, path.parent))
             suites.append(Suite(f"{display}:{header.metadata.name}", tuple(cases)))
     return suites, sorted(problems, key=sort_key)
