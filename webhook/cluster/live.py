@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..engine.clusterview import REFERENCE_KINDS, RefKind
+from ..engine.clusterview import CORE_REFERENCE_KINDS, REFERENCE_KINDS, RefKind
 from .index import ClusterIndex
 from .kube import Permission
 
@@ -44,7 +44,7 @@ class Watched:
 WATCHED: tuple[Watched, ...] = (
     Watched("nodes", "", "v1", True),
     Watched("resourcequotas", "", "v1", True),
-    *(Watched(k.plural, k.group, k.version, k.provided_by == "Kubernetes", k) for k in REFERENCE_KINDS),
+    *(Watched(k.plural, k.group, k.version, k in CORE_REFERENCE_KINDS, k) for k in REFERENCE_KINDS),
 )
 # what the view needs from RBAC (deploy/base/rbac.yaml grants it; tests/test_deploy.py compares)
 PERMISSIONS: tuple[Permission, ...] = tuple(Permission(w.group, w.name, ("list", "watch")) for w in WATCHED)
