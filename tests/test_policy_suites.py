@@ -5,6 +5,7 @@ quantities; a copy of the bundled set stands alone."""
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pytest
 import yaml
@@ -192,3 +193,18 @@ def test_fixture_data_in_a_subfolder_of_tests_is_not_policy(tmp_path):
     (d / "tests" / "s.test.yml").write_text(yaml.safe_dump(suite))
     assert lint(d) == ([], False)
     assert run_cli("policy", "test", str(d)).returncode == 0
+
+
+def test_only_yaml_under_tests_is_read_as_a_suite(tmp_path):
+    """A suite is YAML (.yaml, .yml), the rule that keeps it out of the policy: an HTML report next to the
+    suites is neither policy nor suite (it was read as a suite and made the directory unreadable)."""
+    from trainadmit.policy.files import is_suite_path, policy_files
+
+    d = write_policy(tmp_path / "p")
+    (d / "tests").mkdir()
+    (d / "tests" / "coverage.yaml.html").write_text("<html>\n<p>a: b: c</p>\n</html>\n")
+    assert lint(d) == ([], False)
+    assert not is_suite_path(Path("tests/coverage.yaml.html"))
+    assert all(is_suite_path(Path(p)) for p in ("x.test.yaml", "x.test.yml", "tests/x.yaml", "a/tests/b/x.yml"))
+    assert not any(is_suite_path(Path(p)) for p in ("x.yaml", "x.test.json", ".h/x.test.yaml", "tests/.x.yaml"))
+    assert not any(is_suite_path(p.relative_to(d)) for p in policy_files(d))

@@ -35,6 +35,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from ..policy.files import SUITE_SUFFIXES, is_suite_path
 from ..policy.loader import PolicyProblem, compose_documents, field_line, field_path, schema_problems, sort_key
 from ..policy.models import API_VERSION
 
@@ -127,10 +128,8 @@ class Suite:
 
 
 def discover(directory: Path) -> list[Path]:
-    """Suite files: ``*.test.yaml`` anywhere, and any YAML under a ``tests/`` folder."""
-    return sorted(p for p in directory.rglob("*.y*ml")
-                  if p.is_file() and not any(part.startswith(".") for part in p.relative_to(directory).parts)
-                  and (p.name.endswith((".test.yaml", ".test.yml")) or "tests" in p.relative_to(directory).parts[:-1]))
+    """Suite files (``policy.files.is_suite_path``: the same rule keeps them out of the policy)."""
+    return sorted(p for p in directory.rglob("*") if is_suite_path(p.relative_to(directory)) and p.is_file())
 
 
 def _file_problems(case: Case, base: Path, root: Path, display: str, document: int, node: Any, prefix: tuple,
@@ -182,7 +181,7 @@ def load_suites(root: Path, known_rules: Collection[str]) -> tuple[list[Suite], 
     problems: list[PolicyProblem] = []
     for path in discover(root):
         display = str(path.relative_to(root))
-        strict = path.name.endswith((".test.yaml", ".test.yml"))
+        strict = path.name.endswith(SUITE_SUFFIXES)
         try:
             documents = compose_documents(path.read_text(encoding="utf-8"))
         except UnicodeDecodeError:
