@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..cluster.access import CERTS_LEASE
 from ..cluster.kube import Permission
+from ..cluster.lease import CERTS_LEASE
 from . import pki
 
 SECRET_KEYS = ("tls.crt", "tls.key", "ca.crt", "ca.key")

@@ -8,13 +8,14 @@ import threading
 import time
 from collections import Counter
 
+import pytest
 from conftest import FIXTURES, POLICIES
 from fake_apiserver_lists import ListWatchServer
 from helpers import job, rules_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainadmit.cluster.live import WATCHED, LiveCluster
+from trainadmit.cluster.live import WATCHED, ApiError, LiveCluster
 from trainadmit.engine import Request, decide
 
 API = FIXTURES / "apiserver"
@@ -72,6 +73,19 @@ def test_expired_watch_relists(policy):
         assert sum(1 for c in server.calls if c.startswith("nodes:list")) >= 3
     finally:
         stop.set()
+        server.close()
+
+
+def test_an_error_answer_carries_the_apiservers_message():
+    """The real client raises on a non-2xx answer; the error (and the log line) has the Status message."""
+    server = _fixture_server(oldest_rv=10_000)
+    try:
+        view = LiveCluster(server.core(), log=lambda m: None)
+        with pytest.raises(ApiError) as caught:
+            view.watch("nodes", "1", threading.Event())
+        assert caught.value.status == 410
+        assert caught.value.reason == "The resourceVersion for the provided watch is too old."
+    finally:
         server.close()
 
 

@@ -5,6 +5,7 @@ quantities; a copy of the bundled set stands alone."""
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pytest
 import yaml
@@ -65,6 +66,14 @@ def test_typod_keys_fail_lint_with_key_line_and_fix(with_typos):
     assert all(f.is_error for f in findings)
     r = run_cli("policy", "lint", str(with_typos))
     assert r.returncode == 1 and "tests/typos.test.yaml:8: error: cases[0].expect.alowed" in r.stdout
+
+
+def test_a_whole_case_error_points_to_the_case_reference(with_typos):
+    """A model validator's error has no field of its own: the fix names the model's reference section."""
+    findings, _ = lint(with_typos)
+    whole = [f for f in findings if f.field == "cases[1]"]
+    assert [f.fix for f in whole] == ["see Case in the Reference section of docs/policies.md"]
+    assert "### Case" in (POLICIES.parent / "docs" / "policies.md").read_text()
 
 
 def test_typod_keys_fail_policy_test_and_the_good_cases_still_run(with_typos):
@@ -184,3 +193,18 @@ def test_fixture_data_in_a_subfolder_of_tests_is_not_policy(tmp_path):
     (d / "tests" / "s.test.yml").write_text(yaml.safe_dump(suite))
     assert lint(d) == ([], False)
     assert run_cli("policy", "test", str(d)).returncode == 0
+
+
+def test_only_yaml_under_tests_is_read_as_a_suite(tmp_path):
+    """A suite is YAML (.yaml, .yml), the rule that keeps it out of the policy: an HTML report next to the
+    suites is neither policy nor suite (it was read as a suite and made the directory unreadable)."""
+    from trainadmit.policy.files import is_suite_path, policy_files
+
+    d = write_policy(tmp_path / "p")
+    (d / "tests").mkdir()
+    (d / "tests" / "coverage.yaml.html").write_text("<html>\n<p>a: b: c</p>\n</html>\n")
+    assert lint(d) == ([], False)
+    assert not is_suite_path(Path("tests/coverage.yaml.html"))
+    assert all(is_suite_path(Path(p)) for p in ("x.test.yaml", "x.test.yml", "tests/x.yaml", "a/tests/b/x.yml"))
+    assert not any(is_suite_path(Path(p)) for p in ("x.yaml", "x.test.json", ".h/x.test.yaml", "tests/.x.yaml"))
+    assert not any(is_suite_path(p.relative_to(d)) for p in policy_files(d))

@@ -18,6 +18,7 @@ from fake_node import build_node
 from helpers import run_cli
 
 from trainadmit.grammars.preflight import MAX_MESSAGE_BYTES, Check, Expectations, Result, parse_args
+from trainadmit.grammars.quantity import parse_quantity
 from trainadmit.preflight import Host, run
 
 HCAS = ",".join(f"mlx5_{i}" for i in range(8))
@@ -122,6 +123,16 @@ def test_shm(tmp_path):
     assert r.message.startswith("/dev/shm is ") and f"expected {size + 1}: NCCL and data loaders" in r.message
     (node / "dev" / "shm").rmdir()
     assert _fails(node, _only(Check.shm)).message == "/dev/shm is missing"
+
+
+def test_shm_sizes_are_written_as_quantities(tmp_path):
+    """The size shown is in the expectation's notation (64Gi) and exact: it parses back to the filesystem's size."""
+    node = build_node(tmp_path)
+    fs = os.statvfs(node / "dev" / "shm")
+    size = fs.f_blocks * fs.f_frsize
+    r = _fails(node, _only(Check.shm, shm_size=str(size + 1)))
+    shown = r.message.removeprefix("/dev/shm is ").partition(",")[0]
+    assert parse_quantity(shown) == size
 
 
 def test_datasets(tmp_path):

@@ -14,7 +14,7 @@ from kube_fixtures import APISERVER, SYSTEM_NS, TEAM_NAMESPACES, WEBHOOK_NAMES
 
 from trainadmit.certs import pki
 from trainadmit.certs.incluster import SECRET, CertController
-from trainadmit.cluster.access import CERTS_LEASE
+from trainadmit.cluster.lease import CERTS_LEASE
 
 pytestmark = APISERVER
 KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")

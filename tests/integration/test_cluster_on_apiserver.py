@@ -191,8 +191,7 @@ def test_a_stalled_watch_hits_its_read_timeout(control_plane, cluster):
 def test_only_the_lease_holder_reconciles_and_a_stale_lease_is_taken_over(webhook, cluster, tmp_path):
     from kubernetes import client
 
-    from trainadmit.cluster.access import RECONCILER_LEASE
-    from trainadmit.cluster.lease import LeaderLease
+    from trainadmit.cluster.lease import RECONCILER_LEASE, LeaderLease
     from trainadmit.cluster.reconciler import PodGroupReconciler
 
     http = cluster.http

@@ -22,10 +22,8 @@ from ..policy.models import LABEL_KEY_RE, Enforceable, GangBackend
 from .suite import load_suites
 from .testrunner import known_rules
 
-Finding = PolicyProblem  # file, line, field, message, severity, fix
 
-
-def format_finding(f: Finding) -> str:
+def format_finding(f: PolicyProblem) -> str:
     """`file:line: error: field: message` and the fix on the next line, as compilers print them."""
     where = f.file + (f":{f.line}" if f.line else "")
     text = f"{where}: {f.severity}: {f.field + ': ' if f.field else ''}{f.message}"
@@ -46,11 +44,11 @@ def _overlap(a: str, b: str) -> bool:
     return any(fnmatch.fnmatchcase(c, a) and fnmatch.fnmatchcase(c, b) for c in candidates)
 
 
-def semantic_findings(report: LoadReport) -> list[Finding]:
+def semantic_findings(report: LoadReport) -> list[PolicyProblem]:
     """What loads but cannot be what was meant, for the documents that loaded."""
     policy = report.policy
     assert policy is not None
-    out: list[Finding] = []
+    out: list[PolicyProblem] = []
 
     def at(kind: str, name: str, loc: tuple, message: str, fix: str, shown_as: str | None = None) -> None:
         if (kind, name) in report.nodes:  # a stand-in for a document that did not load has its own error
@@ -116,13 +114,13 @@ def semantic_findings(report: LoadReport) -> list[Finding]:
     return out
 
 
-def lint(directory: str | Path) -> tuple[list[Finding], bool]:
+def lint(directory: str | Path) -> tuple[list[PolicyProblem], bool]:
     """(every finding of the policy files and the test suites, sorted by file and line; unreadable)."""
     findings, unreadable, _ = lint_with_policy(directory)
     return findings, unreadable
 
 
-def lint_with_policy(directory: str | Path) -> tuple[list[Finding], bool, PolicySet | None]:
+def lint_with_policy(directory: str | Path) -> tuple[list[PolicyProblem], bool, PolicySet | None]:
     """``lint``, and the policy set the directory loads as when it has no errors (read once)."""
     report = inspect_policy_dir(directory, RULES, HANDLED_KINDS)
     findings = list(report.problems)

@@ -35,7 +35,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ..policy.loader import PolicyProblem, compose_documents, field_line, field_path, schema_fix, sort_key
+from ..policy.files import SUITE_SUFFIXES, is_suite_path
+from ..policy.loader import PolicyProblem, compose_documents, field_line, field_path, schema_problems, sort_key
 from ..policy.models import API_VERSION
 
 SUITE_KIND = "PolicyTest"
@@ -117,7 +118,6 @@ class SuiteHeader(_Strict):
 @dataclass(frozen=True)
 class LoadedCase:
     case: Case
-    line: int
     base: Path  # files are relative to the suite
 
 
@@ -128,22 +128,8 @@ class Suite:
 
 
 def discover(directory: Path) -> list[Path]:
-    """Suite files: ``*.test.yaml`` anywhere, and any YAML under a ``tests/`` folder."""
-    return sorted(p for p in directory.rglob("*.y*ml")
-                  if p.is_file() and not any(part.startswith(".") for part in p.relative_to(directory).parts)
-                  and (p.name.endswith((".test.yaml", ".test.yml")) or "tests" in p.relative_to(directory).parts[:-1]))
-
-
-def _schema_problems(model: type[BaseModel], exc: ValidationError, display: str, document: int, node: Any,
-                     prefix: tuple, line: int) -> list[PolicyProblem]:
-    out = []
-    for err in exc.errors():
-        inner = tuple(err["loc"])
-        loc = (*prefix, *inner)
-        fix = schema_fix(model, inner, err["type"]) if inner else "see the format of a PolicyTest in docs/policies.md"
-        out.append(PolicyProblem(display, document, field_path(loc), err["msg"].removeprefix("Value error, "),
-                                 field_line(node, loc) or line, fix=fix))
-    return out
+    """Suite files (``policy.files.is_suite_path``: the same rule keeps them out of the policy)."""
+    return sorted(p for p in directory.rglob("*") if is_suite_path(p.relative_to(directory)) and p.is_file())
 
 
 def _file_problems(case: Case, base: Path, root: Path, display: str, document: int, node: Any, prefix: tuple,
@@ -195,7 +181,7 @@ def load_suites(root: Path, known_rules: Collection[str]) -> tuple[list[Suite], 
     problems: list[PolicyProblem] = []
     for path in discover(root):
         display = str(path.relative_to(root))
-        strict = path.name.endswith((".test.yaml", ".test.yml"))
+        strict = path.name.endswith(SUITE_SUFFIXES)
         try:
             documents = compose_documents(path.read_text(encoding="utf-8"))
         except UnicodeDecodeError:
@@ -220,7 +206,7 @@ def load_suites(root: Path, known_rules: Collection[str]) -> tuple[list[Suite], 
             try:
                 header = SuiteHeader.model_validate(data)
             except ValidationError as exc:
-                problems.extend(_schema_problems(SuiteHeader, exc, display, index, node, (), line))
+                problems.extend(schema_problems(SuiteHeader, exc, display, index, node, line))
                 continue
             cases = []
             for i, raw in enumerate(header.cases):
@@ -229,12 +215,12 @@ def load_suites(root: Path, known_rules: Collection[str]) -> tuple[list[Suite], 
                 try:
                     case = Case.model_validate(raw)
                 except ValidationError as exc:
-                    problems.extend(_schema_problems(Case, exc, display, index, node, prefix, case_line))
+                    problems.extend(schema_problems(Case, exc, display, index, node, case_line, prefix))
                     continue
                 found = (_file_problems(case, path.parent, root, display, index, node, prefix, case_line)
                          + _rule_problems(case, known_rules, display, index, node, prefix, case_line))
                 problems.extend(found)
                 if not any(p.is_error for p in found):
-                    cases.append(LoadedCase(case, case_line, path.parent))
+                    cases.append(LoadedCase(case, path.parent))
             suites.append(Suite(f"{display}:{header.metadata.name}", tuple(cases)))
     return suites, sorted(problems, key=sort_key)

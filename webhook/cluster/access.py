@@ -9,16 +9,16 @@ ServiceAccount against a real authorizer.
 from __future__ import annotations
 
 from .kube import Permission
+from .lease import CERTS_LEASE, PREFLIGHT_STATUS_LEASE, RECONCILER_LEASE
 from .reconciler import PLURALS, podgroup_kinds
 
-RECONCILER_LEASE = "trainadmit-reconciler"
-CERTS_LEASE = "trainadmit-certs"
 # API groups of the PodGroups the engine asks the reconciler for (native, coscheduling, Volcano); a
 # test checks every companion the engine emits against this list
 PODGROUP_GROUPS = ("scheduling.k8s.io", "scheduling.x-k8s.io", "scheduling.volcano.sh")
 
 LEASE_PERMISSIONS: tuple[Permission, ...] = (
-    Permission("coordination.k8s.io", "leases", ("get", "update"), (CERTS_LEASE, RECONCILER_LEASE), namespaced=True),
+    Permission("coordination.k8s.io", "leases", ("get", "update"), (CERTS_LEASE, RECONCILER_LEASE,
+                                                                    PREFLIGHT_STATUS_LEASE), namespaced=True),
     Permission("coordination.k8s.io", "leases", ("create",), namespaced=True),  # create cannot be limited by name
 )
 

@@ -217,9 +217,6 @@ class ClusterIndex:
     def knows_quotas(self) -> bool:
         return True
 
-    def knows_kind(self, kind: RefKind) -> bool:
-        return kind.kind in self._ref_state
-
     # ---- ClusterView: sizes and capacity ------------------------------------------------------
     def _index(self, pool: PoolSpec, health: Health | None = None,
                requirements: Sequence[NodeLabelRequirement] = ()) -> _PoolIndex:

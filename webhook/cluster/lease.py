@@ -1,11 +1,18 @@
 """A coordination.k8s.io/v1 Lease: at most one replica acts at a time, another takes over when the
-holder stops renewing. Used by the certificate controller and the PodGroup reconciler."""
+holder stops renewing. Used by the certificate controller, the PodGroup reconciler and the preflight status.
+
+The names of their Leases are here, where the certificate controller can import them without the engine
+and the policy models (``access`` imports both); ``access.LEASE_PERMISSIONS`` grants all three."""
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass
+
+CERTS_LEASE = "trainadmit-certs"
+RECONCILER_LEASE = "trainadmit-reconciler"
+PREFLIGHT_STATUS_LEASE = "trainadmit-preflight-status"
 
 
 def utcnow() -> dt.datetime:

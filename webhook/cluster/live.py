@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..engine.clusterview import REFERENCE_KINDS, RefKind
+from ..engine.clusterview import CORE_REFERENCE_KINDS, REFERENCE_KINDS, RefKind
 from .index import ClusterIndex
 from .kube import Permission
 
@@ -44,7 +44,7 @@ class Watched:
 WATCHED: tuple[Watched, ...] = (
     Watched("nodes", "", "v1", True),
     Watched("resourcequotas", "", "v1", True),
-    *(Watched(k.plural, k.group, k.version, k.provided_by == "Kubernetes", k) for k in REFERENCE_KINDS),
+    *(Watched(k.plural, k.group, k.version, k in CORE_REFERENCE_KINDS, k) for k in REFERENCE_KINDS),
 )
 # what the view needs from RBAC (deploy/base/rbac.yaml grants it; tests/test_deploy.py compares)
 PERMISSIONS: tuple[Permission, ...] = tuple(Permission(w.group, w.name, ("list", "watch")) for w in WATCHED)
@@ -59,27 +59,26 @@ class ApiError(Exception):
 
 
 def _call(func: Callable, *args, **kwargs):
-    """Call a generated client function for its raw response; any non-2xx answer becomes ApiError."""
+    """Call a generated client function for its raw response; any non-2xx answer becomes ApiError.
+
+    The client raises ApiException on a non-2xx answer even with ``_preload_content=False``, so what it
+    returns is always a 2xx; the apiserver's own message (a Status in the body) says more than the
+    HTTP reason phrase ("nodes is forbidden: User ... cannot list ..." rather than "Forbidden")."""
     from kubernetes.client.exceptions import ApiException
 
     try:
-        resp = func(*args, **kwargs)
+        return func(*args, **kwargs)
     except ApiException as exc:
-        raise ApiError(int(exc.status or 0), str(exc.reason or "")) from exc
-    _check(resp)
-    return resp
+        raise ApiError(int(exc.status or 0), _message(exc)) from exc
 
 
-def _check(resp) -> None:
-    status = getattr(resp, "status", 200)
-    if not 200 <= status <= 299:
-        body = resp.data if hasattr(resp, "data") else b""
-        try:
-            reason = json.loads(body).get("message", "")
-        except (ValueError, AttributeError):
-            reason = body[:200].decode(errors="replace") if isinstance(body, bytes) else str(body)
-        resp.release_conn()
-        raise ApiError(status, reason)
+def _message(exc) -> str:
+    """The ``message`` of the Status the apiserver sent, else the HTTP reason phrase."""
+    try:
+        message = json.loads(exc.body or "").get("message")
+    except (ValueError, TypeError, AttributeError):
+        message = None
+    return str(message or exc.reason or "")
 
 
 def _lines(resp):

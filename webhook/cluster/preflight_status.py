@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from ..engine.workloads import Workload, adapter_for
 from ..grammars.preflight import CONTAINER_NAME, Result
 from .kube import Permission
+from .lease import PREFLIGHT_STATUS_LEASE as LEASE
 from .lease import LeaderLease
 
-LEASE = "trainadmit-preflight-status"
 # (group, plural) of the workloads whose controller owns their Pods directly: the ones that get the
 # annotation (a JobSet's or TrainJob's Pods belong to batch Jobs; a LeaderWorkerSet's to StatefulSets)
 POD_OWNERS: tuple[tuple[str, str], ...] = (
@@ -37,8 +37,7 @@ PERMISSIONS: tuple[Permission, ...] = (
     Permission("", "pods", ("list",)),  # the preflight results, in init container statuses
     Permission("", "events", ("create",)),  # one Warning Event per failed attempt
     *(Permission(group, plural, ("get", "patch")) for group, plural in POD_OWNERS),  # the annotation
-    Permission("coordination.k8s.io", "leases", ("get", "update"), (LEASE,), namespaced=True),
-)
+)  # its Lease is granted with the others' in access.LEASE_PERMISSIONS
 EVENT_REASON = "PreflightFailed"
 MAX_SHOWN = 3  # failures spelled out in the annotation; the rest are counted
 MAX_LINE = 200
@@ -130,6 +129,13 @@ def _event_name(pod: str, attempt: int) -> str:
     return re.sub(r"[^a-z0-9.-]", "-", f"{pod}.preflight-{attempt}".lower())[:253]
 
 
+def _resource(api_version: str, kind: str) -> tuple[str, str, str]:
+    """(group, version, plural) of a workload, as the custom objects API addresses it. Only workloads of
+    ``POD_OWNERS`` get here (``_owners`` keeps those), so the kind has an adapter."""
+    group, version = api_version.split("/", 1) if "/" in api_version else ("", api_version)
+    return group, version, adapter_for(api_version, kind).plural  # type: ignore[union-attr]
+
+
 @dataclass
 class PreflightStatus:
     core: object  # kubernetes.client.CoreV1Api: list Pods, create Events
@@ -168,10 +174,9 @@ class PreflightStatus:
     def _get(self, namespace: str, api_version: str, kind: str, name: str) -> dict | None:
         from kubernetes.client.exceptions import ApiException
 
-        adapter = adapter_for(api_version, kind)
-        group, version = api_version.split("/", 1) if "/" in api_version else ("", api_version)
+        group, version, plural = _resource(api_version, kind)
         try:
-            response = self.custom.get_namespaced_custom_object(group, version, namespace, adapter.plural, name,
+            response = self.custom.get_namespaced_custom_object(group, version, namespace, plural, name,
                                                                 _preload_content=False)
             return json.loads(response.data)
         except ApiException as exc:
@@ -182,9 +187,7 @@ class PreflightStatus:
     # ---- writing ----------------------------------------------------------------------------
     def _annotate(self, workload: dict, value: str) -> None:
         meta = workload["metadata"]
-        api_version = workload["apiVersion"]
-        group, version = api_version.split("/", 1) if "/" in api_version else ("", api_version)
-        plural = adapter_for(api_version, workload["kind"]).plural  # type: ignore[union-attr]
+        group, version, plural = _resource(workload["apiVersion"], workload["kind"])
         self.custom.patch_namespaced_custom_object(group, version, meta["namespace"], plural, meta["name"],
                                                    {"metadata": {"annotations": {self.key: value}}},
                                                    _content_type="application/merge-patch+json",
@@ -197,7 +200,8 @@ class PreflightStatus:
 
         meta = workload["metadata"]
         name = _event_name(failure.pod, failure.attempt)
-        if f"{meta['namespace']}/{name}" in self._emitted:
+        emitted = f"{meta['namespace']}/{name}"
+        if emitted in self._emitted:
             return False
         when = failure.finished or dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         body = {
@@ -213,13 +217,13 @@ class PreflightStatus:
         }
         try:
             self.core.create_namespaced_event(meta["namespace"], body, _preload_content=False)
+            created = True
         except ApiException as exc:
             if exc.status != 409:
                 raise
-            self._emitted.add(f"{meta['namespace']}/{name}")
-            return False
-        self._emitted.add(f"{meta['namespace']}/{name}")
-        return True
+            created = False  # written before: by this replica before a restart, or by an earlier leader
+        self._emitted.add(emitted)
+        return created
 
     # ---- one pass ---------------------------------------------------------------------------
     def step(self) -> list[str]:

@@ -149,7 +149,10 @@ def _nearest_field(model: type[BaseModel], loc: tuple) -> tuple[str, Any] | None
 
 def schema_fix(model: type[BaseModel], loc: tuple, error_type: str) -> str:
     """What to change for a pydantic error: the closest known field for an unknown one, else the field's
-    own description, so that the fix is written once, next to the field."""
+    own description, so that the fix is written once, next to the field. An empty ``loc`` is a check of the
+    whole object (a model validator): its message says what is wrong, the model's reference says the rest."""
+    if not loc:
+        return f"see {model.__name__} in the Reference section of docs/policies.md"
     if error_type == "extra_forbidden" and loc:
         parent = type_at(model, loc[:-1])
         names = sorted(parent.model_fields) if isinstance(parent, type) and issubclass(parent, BaseModel) else []
@@ -167,14 +170,17 @@ def schema_fix(model: type[BaseModel], loc: tuple, error_type: str) -> str:
 
 
 def schema_problems(model: type[BaseModel], exc: ValidationError, display: str, document: int | None, node: Any,
-                    line: int) -> list[PolicyProblem]:
-    """One problem per pydantic error, at the line of its field, with a fix."""
+                    line: int, prefix: tuple = ()) -> list[PolicyProblem]:
+    """One problem per pydantic error, at the line of its field, with a fix.
+
+    ``prefix`` is where ``model`` sits in ``node`` when it validated part of a document (a suite's case):
+    the field and its line are found with it, the fix within the model."""
     out = []
     for err in exc.errors():
         loc = tuple(err["loc"])
         message = err["msg"].removeprefix("Value error, ")
-        out.append(PolicyProblem(display, document, field_path(loc), message, field_line(node, loc) or line,
-                                 fix=schema_fix(model, loc, err["type"])))
+        out.append(PolicyProblem(display, document, field_path((*prefix, *loc)), message,
+                                 field_line(node, (*prefix, *loc)) or line, fix=schema_fix(model, loc, err["type"])))
     return out
 
 

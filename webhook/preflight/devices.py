@@ -43,7 +43,8 @@ def hcas_in_scope(host: Host, expect: Expectations) -> list[tuple[str, set[int] 
     return [(hca, spec.ports(hca)) for hca in present if spec.selects(hca)]
 
 
-def _ports(host: Host, hca: str, only: set[int] | None) -> list[str]:
+def hca_ports(host: Host, hca: str, only: set[int] | None = None) -> list[str]:
+    """An HCA's port numbers, in order, limited to ``only`` (the ports NCCL_IB_HCA names) when given."""
     ports = [p for p in host.listdir(f"{IB_CLASS}/{hca}/ports") if p.isdigit()]
     return sorted((p for p in ports if only is None or int(p) in only), key=int)
 
@@ -55,7 +56,7 @@ def rdma(host: Host, expect: Expectations, budget: Budget) -> str:
     scope = hcas_in_scope(host, expect)
     wrong = []
     for hca, only in scope:
-        for port in _ports(host, hca, only):
+        for port in hca_ports(host, hca, only):
             layer = host.read(f"{IB_CLASS}/{hca}/ports/{port}/link_layer")
             if layer != expect.rdma_link_layer:
                 wrong.append(f"{hca} port {port} is {layer or 'of unknown link layer'}")
@@ -71,7 +72,7 @@ def ports(host: Host, expect: Expectations, budget: Budget) -> str:
     """Every port of the HCAs in use ACTIVE (``state`` reads ``4: ACTIVE``); all the others in one line."""
     down, active = [], 0
     for hca, only in hcas_in_scope(host, expect):
-        for port in _ports(host, hca, only):
+        for port in hca_ports(host, hca, only):
             state = host.read(f"{IB_CLASS}/{hca}/ports/{port}/state")
             name = state.partition(":")[2].strip() or state or "of unknown state"
             if name == "ACTIVE":

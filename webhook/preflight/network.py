@@ -6,14 +6,10 @@ from __future__ import annotations
 
 from ..grammars.nccl import parse_name_list
 from ..grammars.preflight import Expectations
-from .devices import IB_CLASS
+from .devices import IB_CLASS, hca_ports
 from .host import Budget, CheckFailed, Host
 
 NET_CLASS = "/sys/class/net"
-
-
-def _ports(host: Host, hca: str) -> set[int]:
-    return {int(p) for p in host.listdir(f"{IB_CLASS}/{hca}/ports") if p.isdigit()}
 
 
 def nccl(host: Host, expect: Expectations, budget: Budget) -> str:
@@ -41,7 +37,7 @@ def _hca(host: Host, value: str) -> str:
         hits = [hca for hca in present if spec.matches(hca, entry)]
         if not hits:
             missing.append(entry)
-        elif port is not None and not any(port in _ports(host, hca) for hca in hits):
+        elif port is not None and not any(hca_ports(host, hca, {port}) for hca in hits):
             missing.append(f"{entry}:{port}")
     if missing:
         raise CheckFailed(f"NCCL_IB_HCA names {', '.join(missing)}, which this node does not have (it has {have})")

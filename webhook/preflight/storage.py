@@ -9,20 +9,11 @@ import stat
 from decimal import Decimal
 
 from ..grammars.preflight import MARKER_DIR, Expectations
-from ..grammars.quantity import QuantityError, parse_quantity
+from ..grammars.quantity import QuantityError, format_bytes, parse_quantity
 from .host import Budget, CheckFailed, Host
 
 SHM = "/dev/shm"
 _SAMPLE = 64  # directory entries looked at for a file to read
-
-
-def human(size: Decimal | int) -> str:
-    value = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" or value == int(value) else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} TiB"  # pragma: no cover - the loop returns
 
 
 def shm(host: Host, expect: Expectations, budget: Budget) -> str:
@@ -34,11 +25,11 @@ def shm(host: Host, expect: Expectations, budget: Budget) -> str:
     if not path.is_dir():
         raise CheckFailed(f"{SHM} is missing")
     fs = os.statvfs(path)
-    size = fs.f_blocks * fs.f_frsize
+    size = Decimal(fs.f_blocks * fs.f_frsize)
     if size < wanted:
-        raise CheckFailed(f"{SHM} is {human(size)}, expected {expect.shm_size}: NCCL and data loaders fail or crawl "
-                          "with a small /dev/shm")
-    return f"{SHM} {human(size)}"
+        raise CheckFailed(f"{SHM} is {format_bytes(size)}, expected {expect.shm_size}: NCCL and data loaders fail or "
+                          "crawl with a small /dev/shm")
+    return f"{SHM} {format_bytes(size)}"
 
 
 def datasets(host: Host, expect: Expectations, budget: Budget) -> str:
