@@ -225,6 +225,36 @@ def test_only_the_lease_holder_reconciles_and_a_stale_lease_is_taken_over(webhoo
                      "metadata": {"name": RECONCILER_LEASE, "namespace": SYSTEM_NS}})
 
 
+def test_serve_reconcile_runs_both_elected_loops_as_the_service_account(webhook, cluster, tmp_path):
+    """`serve --reconcile` as deploy/ runs it: the PodGroup reconciler and the preflight status loop each
+    take their Lease, as deploy/'s ServiceAccount, under the Pod's name."""
+    from server_util import Server, issue_certs
+
+    from trainadmit.cluster.lease import PREFLIGHT_STATUS_LEASE, RECONCILER_LEASE
+
+    http = cluster.http
+    names = (RECONCILER_LEASE, PREFLIGHT_STATUS_LEASE)
+    for name in names:  # the reconciler test above may have left its Lease to another holder
+        http.delete({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                     "metadata": {"name": name, "namespace": SYSTEM_NS}})
+    server = Server(webhook.policy_dir, issue_certs(tmp_path / "certs"), workers=1,
+                    extra=["--reconcile", "--namespace", SYSTEM_NS],
+                    env_extra={"KUBECONFIG": str(webhook.kubeconfig), "POD_NAME": "trainadmit-under-test"})
+    try:
+        server.wait_ready()
+
+        def held() -> bool:
+            leases = [http.get_or_none("coordination.k8s.io/v1", "Lease", name, SYSTEM_NS) for name in names]
+            return all(lease and lease["spec"].get("holderIdentity") == "trainadmit-under-test" for lease in leases)
+
+        wait_until(held, timeout=30, what="both Leases held by the serving replica")
+    finally:
+        assert server.stop() == 0
+        for name in names:
+            http.delete({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                         "metadata": {"name": name, "namespace": SYSTEM_NS}})
+
+
 PODGROUPS = {  # what the engine writes in the workload's annotation, per backend
     "native": {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
                "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}},

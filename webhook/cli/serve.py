@@ -89,49 +89,50 @@ def start_cert_controller(namespace: str, service: str, interval: float):
     return stop
 
 
-def start_reconciler(namespace: str, key: str, interval: float = 5.0):
-    """The PodGroup reconciler as a thread of the server's main process (Lease-elected)."""
+def _elected(namespace: str, lease_name: str, thread_name: str, log_event: str, make, interval: float):
+    """Start ``make(lease, identity, log).run`` as a daemon thread of the server's main process, elected
+    through the Lease ``lease_name`` (one replica runs it); returns the thread's stop event."""
     import threading
 
     from kubernetes import client
 
-    from ..cluster.access import RECONCILER_LEASE
     from ..cluster.kube import identity, load_config
     from ..cluster.lease import LeaderLease
-    from ..cluster.reconciler import PodGroupReconciler
     from ..server.runtime import emit
 
     load_config()
-    log = lambda message: emit("reconciler", message=message)  # noqa: E731
-    lease = LeaderLease(client.CoordinationV1Api(), namespace, RECONCILER_LEASE, identity(), log=log)
-    reconciler = PodGroupReconciler(client.CustomObjectsApi(), lease, key=key, log=log)
+    log = lambda message: emit(log_event, message=message)  # noqa: E731
+    me = identity()
+    worker = make(LeaderLease(client.CoordinationV1Api(), namespace, lease_name, me, log=log), me, log)
     stop = threading.Event()
-    threading.Thread(target=reconciler.run, args=(stop, interval), name="podgroup-reconciler", daemon=True).start()
+    threading.Thread(target=worker.run, args=(stop, interval), name=thread_name, daemon=True).start()
     return stop
+
+
+def start_reconciler(namespace: str, key: str, interval: float = 5.0):
+    """The PodGroup reconciler (it creates the PodGroups the coscheduling and native backends need)."""
+    from kubernetes import client
+
+    from ..cluster.lease import RECONCILER_LEASE
+    from ..cluster.reconciler import PodGroupReconciler
+
+    return _elected(namespace, RECONCILER_LEASE, "podgroup-reconciler", "reconciler",
+                    lambda lease, me, log: PodGroupReconciler(client.CustomObjectsApi(), lease, key=key, log=log),
+                    interval)
 
 
 def start_preflight_status(namespace: str, key: str, applied_key: str, interval: float = 5.0):
-    """The preflight status reconciler, next to the PodGroup reconciler (Lease-elected), feeding the
-    preflight metrics of the server's /metrics."""
-    import threading
-
+    """The preflight status reconciler, feeding the preflight metrics of the server's /metrics."""
     from kubernetes import client
 
-    from ..cluster.kube import identity, load_config
-    from ..cluster.lease import LeaderLease
-    from ..cluster.preflight_status import LEASE, PreflightStatus
+    from ..cluster.lease import PREFLIGHT_STATUS_LEASE
+    from ..cluster.preflight_status import PreflightStatus
     from ..server.metrics import PREFLIGHT_FAILURES, PREFLIGHT_READY
-    from ..server.runtime import emit
 
-    load_config()
-    log = lambda message: emit("preflight-status", message=message)  # noqa: E731
-    me = identity()
-    status = PreflightStatus(
-        client.CoreV1Api(), client.CustomObjectsApi(), LeaderLease(client.CoordinationV1Api(), namespace, LEASE, me,
-                                                                   log=log),
-        key=key, applied_key=applied_key, identity=me, log=log,
-        on_failure=lambda pool, node, check: PREFLIGHT_FAILURES.labels(pool, node, check).inc(),
-        on_ready=lambda pool, seconds: PREFLIGHT_READY.labels(pool).observe(seconds))
-    stop = threading.Event()
-    threading.Thread(target=status.run, args=(stop, interval), name="preflight-status", daemon=True).start()
-    return stop
+    return _elected(namespace, PREFLIGHT_STATUS_LEASE, "preflight-status", "preflight-status",
+                    lambda lease, me, log: PreflightStatus(
+                        client.CoreV1Api(), client.CustomObjectsApi(), lease, key=key, applied_key=applied_key,
+                        identity=me, log=log,
+                        on_failure=lambda pool, node, check: PREFLIGHT_FAILURES.labels(pool, node, check).inc(),
+                        on_ready=lambda pool, seconds: PREFLIGHT_READY.labels(pool).observe(seconds)),
+                    interval)

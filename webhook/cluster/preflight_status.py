@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from ..engine.workloads import Workload, adapter_for
 from ..grammars.preflight import CONTAINER_NAME, Result
 from .kube import Permission
-from .lease import PREFLIGHT_STATUS_LEASE as LEASE
 from .lease import LeaderLease
 
 # (group, plural) of the workloads whose controller owns their Pods directly: the ones that get the
@@ -282,4 +281,4 @@ class PreflightStatus:
             stop.wait(interval)
 
 
-__all__ = ["LEASE", "PERMISSIONS", "POD_OWNERS", "Outcome", "PreflightStatus", "expected_pods", "outcome", "summary"]
+__all__ = ["PERMISSIONS", "POD_OWNERS", "Outcome", "PreflightStatus", "expected_pods", "outcome", "summary"]
