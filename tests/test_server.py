@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 from conftest import EXAMPLES, FIXTURES, POLICIES, ROOT, apply_patch, load_yaml, review
-from server_util import SERVICE, issue_certs
+from server_util import SERVICE, head, issue_certs, tls
 
 
 def wrap(obj: dict, operation: str = "CREATE", namespace: str | None = None, **extra) -> dict:
@@ -180,13 +180,10 @@ def test_requests_we_can_answer_but_not_evaluate_are_denied_by_uid(server):
 
 def test_oversized_body_is_413(server):
     """A body over /mutate's 4 MiB limit is refused from its Content-Length, before it is read."""
-    raw = socket.create_connection(("127.0.0.1", server.port), timeout=10)
-    ctx = ssl.create_default_context(cafile=str(server.cert_dir / "ca.crt"))
-    with ctx.wrap_socket(raw, server_hostname=SERVICE) as sock:
-        sock.sendall(b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                     b"Content-Length: 4194305\r\n\r\n" + b"{" * 1024)
-        head = sock.recv(4096).decode(errors="replace")
-    assert head.startswith("HTTP/1.1 413")
+    with tls(server) as sock:
+        sock.sendall(head("/mutate", 4194305) + b"{" * 1024)
+        answer = sock.recv(4096).decode(errors="replace")
+    assert answer.startswith("HTTP/1.1 413")
 
 
 def test_objects_with_wrong_types_never_crash(server):
@@ -216,10 +213,8 @@ def test_objects_with_wrong_types_never_crash(server):
 
 
 def test_slow_client_does_not_block_others(server):
-    raw = socket.create_connection(("127.0.0.1", server.port), timeout=10)
-    ctx = ssl.create_default_context(cafile=str(server.cert_dir / "ca.crt"))
-    slow = ctx.wrap_socket(raw, server_hostname=SERVICE)
-    slow.sendall(b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+    slow = tls(server)
+    slow.sendall(head("/mutate", 100) + b"{")
     started = time.monotonic()
     fast = server.client()
     for _ in range(20):
