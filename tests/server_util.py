@@ -204,3 +204,54 @@ class Server:
                 with contextlib.suppress(ValueError):
                     out.append(json.loads(line))
         return out
+
+
+# ---- one request written by hand on its own TLS connection (no client library in the way) -------------------
+
+def tls(server: Server, timeout: float = 10.0) -> ssl.SSLSocket:
+    """A new TLS connection to ``server``, verified against its CA and the Service name."""
+    ctx = ssl.create_default_context(cafile=str(server.cert_dir / "ca.crt"))
+    return ctx.wrap_socket(socket.create_connection(("127.0.0.1", server.port), timeout=timeout),
+                           server_hostname=SERVICE)
+
+
+def head(path: str, length: int) -> bytes:
+    """The head of a POST of ``length`` bytes of JSON to ``path``."""
+    return (f"POST {path} HTTP/1.1\r\nHost: trainadmit\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {length}\r\n\r\n").encode()
+
+
+def read_response_with_head(sock: ssl.SSLSocket) -> tuple[int, bytes, bytes]:
+    """Status, head (status line and headers) and body of one response (Content-Length framed), or
+    (0, b"", b"") if the server closed first."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return 0, b"", b""
+        data += chunk
+    top, _, rest = data.partition(b"\r\n\r\n")
+    length = next(int(line.split(b":")[1]) for line in top.split(b"\r\n") if line.lower().startswith(b"content-length"))
+    while len(rest) < length:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        rest += chunk
+    return int(top.split()[1]), top, rest
+
+
+def read_response(sock: ssl.SSLSocket) -> tuple[int, bytes]:
+    """Status and body of one response (Content-Length framed), or (0, b"") if the server closed first."""
+    status, _, body = read_response_with_head(sock)
+    return status, body
+
+
+def post_on_new_connection(server: Server, path: str, data: bytes, timeout: float = 30.0) -> tuple[int, dict]:
+    """One request written whole on its own TLS connection: status, JSON body."""
+    sock = tls(server, timeout=timeout)
+    try:
+        sock.sendall(head(path, len(data)) + data)
+        status, reply = read_response(sock)
+    finally:
+        sock.close()
+    return status, json.loads(reply) if reply else {}

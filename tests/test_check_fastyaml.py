@@ -9,6 +9,8 @@ from __future__ import annotations
 import io
 import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -170,7 +172,50 @@ def test_anchors_are_pyyamls_around_plain_documents():
     assert out == stock_dump(docs) and out.count("&id001") == 2
 
 
-def test_a_file_without_libyaml_would_fall_back_to_pure_python():
-    assert fastyaml.Loader.__mro__[1] is (yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader)
+def test_with_libyaml_the_loader_and_dumper_are_libyamls():
+    assert yaml.__with_libyaml__ is True  # the test environment has libyaml; the fallback is run below
+    assert fastyaml.Loader.__mro__[1] is yaml.CSafeLoader and fastyaml.Dumper.__mro__[1] is yaml.CSafeDumper
     assert isinstance(fastyaml.open_dumper(io.StringIO(), **OPTIONS), yaml.CSafeDumper)
     assert Path(fastyaml.__file__).name == "fastyaml.py"
+
+
+# Run in a fresh interpreter where PyYAML reports no libyaml before fastyaml is imported: the loader and
+# dumper are the pure-Python safe classes, and load_all and dumping (an alias, and a plain document whose
+# many scalars the pure emitter keeps queued) give what PyYAML's pure-Python classes give.
+_WITHOUT_LIBYAML = r"""
+import io, json, sys
+import yaml
+yaml.__with_libyaml__ = False
+from trainadmit.cli import fastyaml
+options = json.loads(sys.argv[1])
+text = "a: &x {k: [1, 2]}\nb: *x\n---\nplain: [doc, 1, true, null, '1', yes]\n"
+ours = list(fastyaml.load_all(text))
+pure = list(yaml.load_all(text, Loader=yaml.SafeLoader))
+shared = {"x": [1, 2]}
+docs = [{"a": shared, "b": shared}, {"plain": ["doc", 1, True, None, "1", "yes"], "n": {"m": "v"}}, "end"]
+out = io.StringIO()
+dumper = fastyaml.open_dumper(out, **options)
+for doc in docs:
+    dumper.represent(doc)
+dumper.close()
+dumper.dispose()
+print(json.dumps({
+    "loader": fastyaml.Loader.__mro__[1].__name__, "dumper": fastyaml.Dumper.__mro__[1].__name__,
+    "opened": type(dumper).__mro__[1].__name__,
+    "loaded": ours == pure, "alias_shared": ours[0]["a"] is ours[0]["b"], "ours_loaded": ours,
+    "ours_dump": out.getvalue(), "pure_dump": yaml.dump_all(docs, Dumper=yaml.SafeDumper, **options),
+}))
+"""
+
+
+def test_a_file_without_libyaml_falls_back_to_pure_python():
+    r = subprocess.run([sys.executable, "-c", _WITHOUT_LIBYAML, json.dumps(OPTIONS)], capture_output=True, text=True,
+                       cwd=ROOT, timeout=60)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert (got["loader"], got["dumper"], got["opened"]) == ("SafeLoader", "SafeDumper", "SafeDumper")
+    assert got["loaded"] and got["alias_shared"], got["ours_loaded"]
+    assert got["ours_loaded"] == [{"a": {"k": [1, 2]}, "b": {"k": [1, 2]}},
+                                  {"plain": ["doc", 1, True, None, "1", True]}]
+    assert got["ours_dump"] == got["pure_dump"]
+    assert got["ours_dump"].count("&id001") == 1 and got["ours_dump"].count("*id001") == 1

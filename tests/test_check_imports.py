@@ -6,12 +6,10 @@ the check path fails here. With the policy cache warm, not even pydantic is load
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
-from conftest import EXAMPLES, FIXTURES, POLICIES, ROOT
+from check_helpers import loaded, program_modules
+from conftest import EXAMPLES, FIXTURES, POLICIES
 
 NEVER = ("kubernetes", "flask", "werkzeug", "gunicorn", "prometheus_client", "cryptography", "jinja2", "urllib3",
          "requests", "http.server", "ssl", "trainadmit.server", "trainadmit.certs", "trainadmit.cluster.live",
@@ -20,25 +18,8 @@ NEVER = ("kubernetes", "flask", "werkzeug", "gunicorn", "prometheus_client", "cr
 # pydantic validates a policy the cache has not seen (and imports shutil, as argparse's help does)
 WARM_NEVER = ("pydantic", "pydantic_core", "trainadmit.policy.models", "shutil")
 
-RUN = """
-import json, sys
-from trainadmit.cli.main import main
-code = main(sys.argv[1:])
-print("MODULES " + json.dumps(sorted(sys.modules)), file=sys.stderr)
-sys.exit(code)
-"""
-
-
 def check_modules(cache_dir, *args: str) -> tuple[int, str, set[str]]:
-    env = dict(os.environ, TRAINADMIT_CACHE_DIR=str(cache_dir))
-    r = subprocess.run([sys.executable, "-c", RUN, "check", "-p", str(POLICIES), *args], capture_output=True,
-                       text=True, cwd=ROOT, env=env, timeout=120)
-    line = next(x for x in r.stderr.splitlines() if x.startswith("MODULES "))
-    return r.returncode, r.stdout, set(json.loads(line.removeprefix("MODULES ")))
-
-
-def loaded(modules: set[str], names: tuple[str, ...]) -> list[str]:
-    return sorted(m for m in modules if any(m == n or m.startswith(n + ".") for n in names))
+    return program_modules("check", "-p", str(POLICIES), *args, env={"TRAINADMIT_CACHE_DIR": str(cache_dir)})
 
 
 @pytest.fixture(scope="module")

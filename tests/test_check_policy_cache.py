@@ -184,9 +184,16 @@ def test_damaged_foreign_and_others_writable_files_are_never_served(tmp_path):
         policy = cache.load_policy_cached(directory, load_policy, cache_dir)
         assert policy.platform.shm.sizeLimit == "64Gi" and not isinstance(policy.platform_doc, cache.Record)
         assert isinstance(cache.load_policy_cached(directory, load_policy, cache_dir).platform_doc, cache.Record)
-    if hasattr(os, "getuid") and os.getuid() == 0:
-        os.chown(target, 12345, 12345)  # someone else's file
-        assert not isinstance(cache.load_policy_cached(directory, load_policy, cache_dir).platform_doc, cache.Record)
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid") or os.getuid() != 0, reason="giving a file to another user needs root")
+def test_a_file_another_user_owns_is_never_served(tmp_path):
+    directory, cache_dir = write_policy(tmp_path / "p"), tmp_path / "cache"
+    saved_and_read(directory, cache_dir)  # served from the cache while it is ours
+    target = cache_dir / f"policy-{cache.cache_key(directory)}.json"
+    os.chown(target, 12345, 12345)  # someone else's file
+    policy = cache.load_policy_cached(directory, load_policy, cache_dir)
+    assert policy.platform.shm.sizeLimit == "64Gi" and not isinstance(policy.platform_doc, cache.Record)
 
 
 def test_an_unwritable_cache_directory_costs_speed_not_correctness(tmp_path):

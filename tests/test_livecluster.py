@@ -49,9 +49,9 @@ def test_paginated_list_then_watch_events(policy):
         # MODIFIED h100-r2-n2 (relabelled), DELETED cpu-n1, ADDED h100-r3-n1, then a BOOKMARK
         assert last == "224"
         assert "cpu-n1" not in view._nodes and "h100-r3-n1" in view._nodes
-        expected = sum(1 for facts in view._nodes.values() if facts.labels.get("trainadmit.io/pool") == "h100-ib"
-                       and facts.labels.get("nvidia.com/gpu.product") == "NVIDIA-H100-80GB-HBM3")
-        assert view.pool_nodes(pool) == expected
+        # the pool now: h100-r1-n1, h100-r1-n2, h100-r2-n1, h100-r2-n2 (relabelled, still the pool's labels)
+        # and h100-r3-n1; racks of 2, 2 and 1
+        assert view.pool_nodes(pool) == 5 and view.largest_domain(pool, rack) == 2
         # the engine uses it: 3 workers do not fit the largest rack
         d = decide(policy, Request(job(workers=3)), view)
         assert "topology.domain-fit" in rules_of(d)

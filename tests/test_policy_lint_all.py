@@ -85,10 +85,15 @@ def test_a_broken_platform_does_not_hide_cross_references_or_duplicate_platforms
 
 # ---- NCCL values a policy injects: the checks a user's values get ---------------------------------------
 
+# (name, value, denials, warnings): the counts are written out, not taken from decide(), which shares the
+# NCCL grammar with lint. They follow NCCL's documentation roughly (ALGO, PROTO, NET_GDR_LEVEL and
+# IB_DISABLE are debugging variables; integer GDR levels are discouraged; IB_HCA names without '=' are
+# prefixes) and pin what the engine says today.
 NCCL_VALUES = [
-    ("NCCL_IB_GID_INDEX", "x"), ("NCCL_ALGO", "Rnig"), ("NCCL_ALGO", "RING"), ("NCCL_NET_GDR_LEVEL", "5"),
-    ("NCCL_IB_HCA", "mlx5_0,mlx5_1"), ("NCCL_IB_HCA", "=mlx5_0,,mlx5_1"), ("NCCL_IB_TIMEOUT", "20"),
-    ("NCCL_PROTO", "simple"), ("NCCL_SOCKET_IFNAME", "=eth0"), ("NCCL_DEBUG", "WARN"), ("NCCL_IB_DISABLE", "1"),
+    ("NCCL_IB_GID_INDEX", "x", 1, 0), ("NCCL_ALGO", "Rnig", 1, 1), ("NCCL_ALGO", "RING", 0, 1),
+    ("NCCL_NET_GDR_LEVEL", "5", 0, 2), ("NCCL_IB_HCA", "mlx5_0,mlx5_1", 0, 1), ("NCCL_IB_HCA", "=mlx5_0,,mlx5_1", 1, 0),
+    ("NCCL_IB_TIMEOUT", "20", 0, 0), ("NCCL_PROTO", "simple", 0, 1), ("NCCL_SOCKET_IFNAME", "=eth0", 0, 0),
+    ("NCCL_DEBUG", "WARN", 0, 0), ("NCCL_IB_DISABLE", "1", 0, 1),
 ]
 
 
@@ -100,11 +105,13 @@ def _pool_with(tmp_path, env: dict) -> object:
     return d
 
 
-@pytest.mark.parametrize("name,value", NCCL_VALUES)
-def test_a_pool_value_fails_lint_the_way_a_user_job_with_it_is_denied_or_warned(tmp_path, policy, name, value):
+@pytest.mark.parametrize("name,value,denials,warnings", NCCL_VALUES)
+def test_a_pool_value_fails_lint_the_way_a_user_job_with_it_is_denied_or_warned(tmp_path, policy, name, value,
+                                                                                   denials, warnings):
     user = decide(policy, Request(job(env=[{"name": name, "value": value}])))
     denied = sorted(v.rule for v in user.violations if v.rule.startswith("nccl.") and v in user.denials)
     warned = sorted(v.rule for v in user.violations if v.rule.startswith("nccl.") and v in user.warnings)
+    assert (len(denied), len(warned)) == (denials, warnings), (denied, warned)
     findings, _ = lint(_pool_with(tmp_path, {name: value}))
     ours = [f for f in findings if f.field == f"spec.nccl.env.{name}"]
     assert len([f for f in ours if f.is_error]) == len(denied), (denied, [str(f) for f in ours])

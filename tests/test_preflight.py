@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from check_helpers import loaded, program_modules
 from conftest import ROOT
 from fake_node import build_node
 from helpers import run_cli
@@ -253,19 +254,18 @@ def test_the_termination_message_stays_within_the_kubelets_limit():
     assert Result.parse("Error: OOMKilled") is None and Result.parse('{"ok": "yes"}') is None
 
 
+# what the init container must never import: the web server, the Kubernetes client, the policy models
+HEAVY = ("flask", "gunicorn", "kubernetes", "prometheus_client", "pydantic", "cel_expr_python", "werkzeug",
+         "cryptography")
+
+
 @pytest.mark.xdist_group("processes")
 def test_the_process_stays_light_and_a_hung_check_ends_it(tmp_path):
     """The init container starts the real program: it must not import the web server, the Kubernetes
     client or the policy models, and a check stuck in the kernel must not keep it alive."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "tests")}
-    probe = ("import sys, runpy; sys.argv = ['trainadmit', 'preflight', '--root', sys.argv[1], '--timeout=5'];\n"
-             "from trainadmit.cli.main import main; code = main(sys.argv[1:]);\n"
-             "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'flask', 'gunicorn', 'kubernetes', "
-             "'prometheus_client', 'pydantic', 'cel_expr_python', 'werkzeug', 'cryptography'});\n"
-             "print(code, heavy)")
-    done = subprocess.run([sys.executable, "-c", probe, str(build_node(tmp_path / "ok"))], capture_output=True,
-                          text=True, env=env, timeout=60)
-    assert done.stdout.splitlines()[-1] == "0 []", done.stdout + done.stderr
+    code, out, modules = program_modules("preflight", "--root", str(build_node(tmp_path / "ok")), "--timeout=5",
+                                         env={"PYTHONPATH": str(ROOT / "tests")}, timeout=60)
+    assert (code, loaded(modules, HEAVY)) == (0, []), out
     hung = build_node(tmp_path / "hung", datasets={"/datasets/c4": {}})
     os.mkfifo(hung / "datasets/c4/part-0")
     start = time.monotonic()

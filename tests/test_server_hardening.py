@@ -19,7 +19,7 @@ import time
 
 import pytest
 from conftest import POLICIES, review
-from server_util import SERVICE, Server, issue_certs, wait_until
+from server_util import Server, head, issue_certs, post_on_new_connection, read_response, tls, wait_until
 
 pytestmark = pytest.mark.xdist_group("hardening")
 
@@ -36,46 +36,6 @@ def small(tmp_path_factory):
     srv.wait_ready()
     yield srv
     assert srv.stop() == 0
-
-
-def tls(server: Server, timeout: float = 10.0) -> ssl.SSLSocket:
-    ctx = ssl.create_default_context(cafile=str(server.cert_dir / "ca.crt"))
-    return ctx.wrap_socket(socket.create_connection(("127.0.0.1", server.port), timeout=timeout),
-                           server_hostname=SERVICE)
-
-
-def head(path: str, length: int) -> bytes:
-    return (f"POST {path} HTTP/1.1\r\nHost: trainadmit\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {length}\r\n\r\n").encode()
-
-
-def read_response(sock: ssl.SSLSocket) -> tuple[int, bytes]:
-    """Status and body of one response (Content-Length framed), or (0, b"") if the server closed first."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = sock.recv(65536)
-        if not chunk:
-            return 0, b""
-        data += chunk
-    top, _, rest = data.partition(b"\r\n\r\n")
-    length = next(int(line.split(b":")[1]) for line in top.split(b"\r\n") if line.lower().startswith(b"content-length"))
-    while len(rest) < length:
-        chunk = sock.recv(65536)
-        if not chunk:
-            break
-        rest += chunk
-    return int(top.split()[1]), rest
-
-
-def post_on_new_connection(server: Server, path: str, data: bytes, timeout: float = 30.0) -> tuple[int, dict]:
-    """One request written whole on its own TLS connection (no client library in the way): status, JSON body."""
-    sock = tls(server, timeout=timeout)
-    try:
-        sock.sendall(head(path, len(data)) + data)
-        status, reply = read_response(sock)
-    finally:
-        sock.close()
-    return status, json.loads(reply) if reply else {}
 
 
 def padded_review(size: int, operation: str = "CREATE", uid: str = "big") -> bytes:
@@ -116,6 +76,11 @@ def test_slow_clients_do_not_hold_the_threads(small):
             probe.close()
             assert status == 200 and json.loads(body)["response"]["allowed"] is True
             assert time.monotonic() - started < 1.0
+        started, client = time.monotonic(), small.client()  # and requests on one kept-alive connection
+        for _ in range(20):
+            assert client.post_review("/mutate", review("job-03-mutate-Job-CREATE.json"))[0] == 200
+        assert time.monotonic() - started < 10
+        client.close()
     finally:
         for sock in held:
             sock.close()
@@ -145,12 +110,16 @@ def test_a_request_too_slow_is_cut_at_the_deadline(small):
 def test_an_oversized_upload_gets_413_and_finishes_writing(small):
     """The apiserver writes the whole body before it reads: refused from its Content-Length, the upload is
     drained so the client reads the 413 instead of a reset (gthread closed with megabytes unread). One
-    thread writes and reads, non-blocking (an SSL socket is not safe to read and write from two threads)."""
+    thread writes and reads, non-blocking (an SSL socket is not safe to read and write from two threads).
+    The 413 is sent before the body is read: it comes back with only the first KiB written."""
     size = 4 * MiB + 1
     sock = tls(small, timeout=20)
+    sock.sendall(head("/mutate", size) + b"x" * 1024)
+    received = sock.recv(65536)  # the server waiting for the body would answer 408 after 3 s instead
+    assert received.startswith(b"HTTP/1.1 413 "), received[:200]
     sock.setblocking(False)
-    pending = memoryview(head("/mutate", size) + b"x" * size)
-    received, closed, deadline = b"", False, time.monotonic() + 30
+    pending = memoryview(b"x" * (size - 1024))
+    closed, deadline = False, time.monotonic() + 30
     while (pending or (not closed and b'"}' not in received)) and time.monotonic() < deadline:
         readable, writable, _ = select.select([] if closed else [sock], [sock] if pending else [], [], 1.0)
         if readable or (not closed and sock.pending()):

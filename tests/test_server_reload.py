@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 from conftest import POLICIES, load_yaml
-from server_util import Server, wait_until
+from server_util import Server, head, read_response_with_head, tls, wait_until
 
 from trainadmit.certs import pki
 
@@ -198,10 +198,8 @@ def test_graceful_shutdown_finishes_the_request_in_flight(tmp_path):
     clients hung until they timed out), and the metrics folder goes with the server."""
     import signal
     import socket
-    import ssl
 
     from conftest import review
-    from server_util import SERVICE
 
     certs = tmp_path / "tls"
     pki.issue(certs, "trainadmit", "trainadmit-system")
@@ -213,17 +211,7 @@ def test_graceful_shutdown_finishes_the_request_in_flight(tmp_path):
     server.wait_ready()
     assert len(list(scratch.glob("trainadmit-metrics-*"))) == 1
     body = json.dumps(review("job-03-mutate-Job-CREATE.json")).encode()
-    head = b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + \
-        f"Content-Length: {len(body)}\r\n\r\n".encode()
-
-    def read_reply(sock) -> bytes:
-        reply = b""
-        while b'"allowed"' not in reply:
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            reply += chunk
-        return reply
+    request_head = head("/mutate", len(body))
 
     def refused() -> bool:
         try:
@@ -234,23 +222,19 @@ def test_graceful_shutdown_finishes_the_request_in_flight(tmp_path):
             return False
         return False
 
-    ctx = ssl.create_default_context(cafile=str(certs / "ca.crt"))
-    with ctx.wrap_socket(socket.create_connection(("127.0.0.1", server.port), timeout=20),
-                         server_hostname=SERVICE) as sock, \
-            ctx.wrap_socket(socket.create_connection(("127.0.0.1", server.port), timeout=20),
-                            server_hostname=SERVICE) as fresh:
-        sock.sendall(head + body)  # a first request: the connection is now the worker's, kept alive
-        assert read_reply(sock).startswith(b"HTTP/1.1 200")
-        sock.sendall(head + body[:100])
+    with tls(server, timeout=20) as sock, tls(server, timeout=20) as fresh:
+        sock.sendall(request_head + body)  # a first request: the connection is now the worker's, kept alive
+        assert read_response_with_head(sock)[1].startswith(b"HTTP/1.1 200 ")
+        sock.sendall(request_head + body[:100])
         server.proc.send_signal(signal.SIGTERM)  # the request is half-received: it must still be answered
         wait_until(refused, 10, "new connections were not refused after SIGTERM")
         sock.sendall(body[100:])
-        reply = read_reply(sock)
-        fresh.sendall(head + body)
-        fresh_reply = read_reply(fresh)
-    for answer in (reply, fresh_reply):
-        assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
-        assert b"Connection: close" in answer and b'"allowed":true' in answer
+        reply = read_response_with_head(sock)
+        fresh.sendall(request_head + body)
+        fresh_reply = read_response_with_head(fresh)
+    for _, answer_head, answer_body in (reply, fresh_reply):
+        assert answer_head.startswith(b"HTTP/1.1 200 "), answer_head[:200]
+        assert b"Connection: close" in answer_head and b'"allowed":true' in answer_body
     assert server.proc.wait(30) == 0
     assert list(scratch.glob("trainadmit-metrics-*")) == []
 
