@@ -15,6 +15,7 @@ import gc
 import json
 import tracemalloc
 
+import pytest
 from conftest import BACKENDS, FIXTURES, deep, load_yaml, review
 from helpers import with_gpus
 from hypothesis import HealthCheck, given, settings
@@ -206,3 +207,64 @@ def test_remembered_decisions_do_not_keep_their_objects(policy):
         tracemalloc.stop()
     assert cache.misses == count  # each object a different key: each remembered
     assert kept < count * size / 10, f"{kept:,} bytes kept for {count} decisions of {size:,}-byte objects"
+
+
+def _image_rule(reads):
+    """A built-in rule no bundled rule resembles: it reads container images, which nothing else reads."""
+    from trainadmit.engine.concern import Concern
+    from trainadmit.engine.paths import field_path
+    from trainadmit.engine.rule import rule
+    from trainadmit.policy.vocab import Action
+
+    latest = rule("image.latest", Action.deny, "a container image tagged :latest")
+
+    def validate(ctx, view):
+        for template in view.templates:
+            for ref in template.main_containers:
+                image = ref.body.get("image")
+                if isinstance(image, str) and image.endswith(":latest"):
+                    ctx.report(latest, field_path((*template.container_path(ref), "image")),
+                               f"{image} is not a version", "pin the image to a tag or a digest")
+
+    return Concern("image", rules=(latest,), validate=validate, reads=reads)
+
+
+def _register(monkeypatch, concern) -> None:
+    """Add ``concern`` to the registry as a built-in one is (what the engine and the cache derive from it)."""
+    import importlib
+
+    from trainadmit.engine import registry
+    from trainadmit.server import decisions
+
+    decide_module = importlib.import_module("trainadmit.engine.decide")
+    if concern.reads is None:
+        whole = (*registry.WHOLE_OBJECT_VALIDATIONS, concern)
+        monkeypatch.setattr(decide_module, "WHOLE_OBJECT_VALIDATIONS", whole)
+        monkeypatch.setattr(decisions, "WHOLE_OBJECT_VALIDATIONS", whole)
+    else:
+        monkeypatch.setattr(decide_module, "VALIDATIONS", (*registry.VALIDATIONS, concern))
+        monkeypatch.setattr(decide_module, "READS", registry.READS | concern.reads)
+
+
+@pytest.mark.parametrize("declared", ["reads the image", "reads the whole object"])
+def test_a_new_rule_reading_a_field_no_other_rule_reads_is_served_as_decide_answers(monkeypatch, declared):
+    """The old memo keyed decisions by the object without the fields the built-in engine never read (a
+    hand-written list: images among them), so a new built-in rule reading images got, from the server, the
+    decision remembered for another image. A rule declares what it reads next to itself (or nothing: then
+    it reads the whole object) and the server's answer is decide()'s, image by image."""
+    from trainadmit.engine.reads import Reads
+
+    policy = policy_for("native-job")
+    _register(monkeypatch, _image_rule(Reads(container=("image",)) if declared == "reads the image" else None))
+    cache = DecisionCache(policy)
+    job = load_yaml(FIXTURES.parent.parent / "examples" / "llama-pretrain.yaml")[0]
+    served = []
+    for i, image in enumerate(["registry.local/llama:1.0", "registry.local/llama:latest", "registry.local/llama:1.0"]):
+        obj = copy.deepcopy(job)
+        obj["metadata"]["name"] = f"llama-{i}"
+        obj["spec"]["template"]["spec"]["containers"][0]["image"] = image
+        got, fresh = cache.decide(Request(copy.deepcopy(obj))), decide(policy, Request(copy.deepcopy(obj)))
+        same(got, fresh)
+        served.append(got.allowed)
+    assert served == [True, False, True]
+    assert cache.hits >= 1  # the third Job is the first one under another name: remembered, not recomputed
