@@ -30,7 +30,7 @@ from .plan import make_plan
 from .reads import projection
 from .registry import INJECTING, MUTATIONS, READS, VALIDATIONS, WHOLE_OBJECT_VALIDATIONS
 from .request import Request
-from .workloads import HANDLED_KINDS, Aliased, Skeleton, Workload, adapter_for, workload_of
+from .workloads import HANDLED_KINDS, Aliased, Skeleton, Workload, adapter_for, capable, workload_of
 
 
 def exempt_user(policy: PolicySet, user: dict | None) -> str:
@@ -123,7 +123,7 @@ def decide_declared(policy: PolicySet, request: Request, cluster: ClusterView | 
     if workload is None:
         return Decision(matched=False, reason=reason, generation=policy.generation)
     adapter = workload.adapter
-    patcher = Patcher(obj, adapter.aliases(obj) if isinstance(adapter, Aliased) else None)
+    patcher = Patcher(obj, adapter.aliases(obj) if capable(adapter, Aliased) else None)
     ctx = Context(policy, cluster or NoCluster(), request, workload, patcher, namespace=namespace or "default")
     problems = shape_problems(workload)
     if problems:
@@ -140,7 +140,7 @@ def decide_declared(policy: PolicySet, request: Request, cluster: ClusterView | 
         return Decision(matched=False, generation=policy.generation,
                         reason=f"no pool fits this GPU workload ({ctx.resolved.no_pool}); Platform.spec.noPool: ignore")
     ctx.plan = make_plan(workload, ctx.resolved, policy)
-    skeleton = adapter.skeleton(obj) if isinstance(adapter, Skeleton) else None
+    skeleton = adapter.skeleton(obj) if capable(adapter, Skeleton) else None
     if skeleton is not None:  # the kind's writable template needs its parents first (a TrainJob's runtime patch)
         patcher.extend(*skeleton[:1], [skeleton[1]])
     for concern in MUTATIONS:

@@ -23,7 +23,8 @@ def _build(rest: Path, value: Any) -> Any:
 
 
 class Patcher:
-    def __init__(self, obj: dict, aliases: list[tuple[Path, Path]] | None = None):
+    def __init__(self, obj: dict, aliases: list[tuple[Path, Path]] | None = None, record: bool = True):
+        self.record = record  # False: only apply (a patch replayed onto another document records nothing)
         self.doc: dict = dict(obj)
         self._owned: set[int] = {id(self.doc)}
         # path -> the container we own at that path; saves walking from the root on every write
@@ -71,7 +72,8 @@ class Patcher:
         return child
 
     def _record(self, op: str, path: Path, value: Any) -> None:
-        self.ops.append({"op": op, "path": pointer(path), "value": value})
+        if self.record:
+            self.ops.append({"op": op, "path": pointer(path), "value": value})
 
     def set(self, path: Path, value: Any) -> bool:
         """Make ``path`` hold ``value``, creating missing maps. Returns True when something changed."""
@@ -153,7 +155,8 @@ class Patcher:
             self.set(list_path, [value])
             return
         parent = self._walk_owned(list_path)
-        self.ops.append({"op": "add", "path": pointer(list_path) + "/-", "value": value})
+        if self.record:
+            self.ops.append({"op": "add", "path": pointer(list_path) + "/-", "value": value})
         parent.append(_deep_owned(value, self._owned))
 
     def _walk_owned(self, path: Path) -> Any:
@@ -195,7 +198,7 @@ def replay(obj: dict, ops: list[dict]) -> dict:
 
     An ``add`` of a member the object already holds means a concern wrote where it did not declare reading,
     and the patch would replace what it could not see: that is refused (``UndeclaredWrite``), never applied."""
-    patcher = Patcher(obj)
+    patcher = Patcher(obj, record=False)
     for op in ops:
         path = op["path"]
         tokens = [t.replace("~1", "/").replace("~0", "~") for t in path.split("/")[1:]]

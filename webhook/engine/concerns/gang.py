@@ -31,7 +31,7 @@ from ..paths import Path, field_path
 from ..plan import NoGang
 from ..reads import Reads
 from ..rule import rule
-from ..workloads import Gang, GangFields, GangMethod, GangShape, PodTemplate, Workload
+from ..workloads import Gang, GangFields, GangMethod, GangShape, PodTemplate, Workload, capable
 from .enforced import conflict, enforced
 
 # v1alpha2 (1.36) spells disruptionMode as an enum; v1beta1 as a struct {single: {}} / {all: {}}
@@ -250,7 +250,7 @@ def validate(ctx: Context, view: Workload) -> None:
     """A gang whose kind has fields that must take certain values to run as one gang (a Job: Indexed,
     parallelism = completions) gets the kind's gang-shape rules, unless another mechanism forms the gang."""
     plan = ctx.plan.gang
-    if not plan.requested or plan.why_not is NoGang.foreign or not isinstance(view.adapter, GangShape):
+    if not plan.requested or plan.why_not is NoGang.foreign or not capable(view.adapter, GangShape):
         return
     for problem in view.adapter.gang_shape(view.obj, ctx.resolved.pods):
         ctx.report(SHAPE_RULES[problem.rule], problem.path, problem.message, problem.hint)

@@ -35,7 +35,7 @@ from ..context import Context
 from ..paths import Path, as_dict, as_list, field_path
 from ..reads import ALL, Reads
 from ..rule import rule
-from ..workloads import GroupedGangs, PatchedTemplates, PodTemplate, RunLabelled, Workload
+from ..workloads import GroupedGangs, PatchedTemplates, PodTemplate, RunLabelled, Workload, capable
 from .storage import SHM_PATH
 
 if TYPE_CHECKING:  # types only: the engine runs on cached policy records too (policy.cache)
@@ -62,7 +62,7 @@ def mutate(ctx: Context) -> None:
     templates = [t for t in ctx.pool_templates if ctx.gpu_containers(t)]
     workload = ctx.workload
     adapter = workload.adapter
-    if templates and isinstance(adapter, PatchedTemplates) and "initContainers" in adapter.cannot_carry:
+    if templates and capable(adapter, PatchedTemplates) and "initContainers" in adapter.cannot_carry:
         ctx.report(UNAVAILABLE, field_path(templates[0].spec_path),
                    f"pool {ctx.resolved.pool_name} checks every node with a preflight init container, and a "
                    f"{workload.kind} cannot add one to its Pods: this {workload.kind} starts unchecked",
@@ -147,8 +147,8 @@ def _expectations(ctx: Context, pool: PoolSpec, template: PodTemplate, spec: dic
     if shm is not None:
         mounts.append(shm_mount)  # type: ignore[arg-type]
     gang_id = None
-    run_label = workload.adapter.run_label if isinstance(workload.adapter, RunLabelled) else None
-    if r.gang and gang_size > 1 and not isinstance(workload.adapter, GroupedGangs):
+    run_label = workload.adapter.run_label if capable(workload.adapter, RunLabelled) else None
+    if r.gang and gang_size > 1 and not capable(workload.adapter, GroupedGangs):
         # a generateName workload's gang is told apart by its run label (a Job's controller uid)
         name = workload.name or (workload.generate_name if run_label else None)
         gang_id = f"{ctx.namespace}/{name}" if name else None
@@ -177,7 +177,7 @@ def _container(ctx: Context, pool: PoolSpec, trainer: dict, expect: Expectations
         devices.update(pool.rdma.resources)
     env = [_field_env(ENV_NODE, "spec.nodeName"), _field_env(ENV_POD, "metadata.name")]
     adapter = ctx.workload.adapter
-    if expect.gang_id is not None and isinstance(adapter, RunLabelled):
+    if expect.gang_id is not None and capable(adapter, RunLabelled):
         env.append(_field_env(ENV_RUN, f"metadata.labels['{adapter.run_label}']"))
     security: dict = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                       "capabilities": {"drop": ["ALL"]}}

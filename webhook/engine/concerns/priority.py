@@ -15,7 +15,7 @@ from ..concern import Concern
 from ..context import Context
 from ..decision import Source
 from ..reads import Reads
-from ..workloads import GangMethod, PatchedTemplates
+from ..workloads import GangMethod, PatchedTemplates, capable
 from .enforced import conflict
 
 
@@ -24,7 +24,7 @@ def mutate(ctx: Context) -> None:
     if r.tier is None or not r.gpu_resource:
         return
     name, tier = r.tier
-    carried = not (isinstance(w.adapter, PatchedTemplates) and "priorityClassName" in w.adapter.cannot_carry)
+    carried = not (capable(w.adapter, PatchedTemplates) and "priorityClassName" in w.adapter.cannot_carry)
     for template in w.templates if carried else ():  # one priority for the whole job
         path = (*template.spec_path, "priorityClassName")
         current = ctx.patcher.get(path)

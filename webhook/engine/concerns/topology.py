@@ -18,7 +18,7 @@ from ..decision import Source
 from ..paths import field_path
 from ..reads import Reads
 from ..rule import rule
-from ..workloads import GroupedGangs, PodTemplate, Workload
+from ..workloads import GroupedGangs, PodTemplate, Workload, capable
 
 WHOLE_NODE = rule("topology.whole-node", Action.deny,
                   "a multi-pod Job whose GPUs per pod differ from the pool's per node")
@@ -74,7 +74,7 @@ def _pod_affinity(ctx: Context, node_label: str, source: Source) -> None:
         for template in ctx.pool_templates:
             ctx.inject((*template.meta_path, "labels", label), workload_label_value(w.name), "topology", source)
     term: dict = {"labelSelector": {"matchLabels": {label: workload_label_value(w.name)}}, "topologyKey": node_label}
-    if isinstance(w.adapter, GroupedGangs):
+    if capable(w.adapter, GroupedGangs):
         term["matchLabelKeys"] = [w.adapter.group_label]
     for template in ctx.pool_templates:
         path = (*template.spec_path, "affinity", "podAffinity", "requiredDuringSchedulingIgnoredDuringExecution")

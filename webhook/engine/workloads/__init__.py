@@ -30,6 +30,7 @@ from .base import (
     TemplateSpec,
     UntemplatedPods,
     Workload,
+    capable,
     pod_resource_total,
     resource_count,
 )
@@ -65,4 +66,4 @@ __all__ = ["ADAPTERS", "BACKEND_IDS", "BY_KIND", "HANDLED_KINDS", "NATIVE_JOB_SC
            "WORKLOAD_READS", "Adapter", "Aliased", "ContainerRef", "FieldType", "Gang", "GangFields", "GangMethod",
            "GangShape", "GangShapeProblem", "GroupedGangs", "PatchedTemplates", "PodTemplate",
            "ResourcesOutsideTemplates", "RunLabelled", "Scale", "Skeleton", "TemplateSpec", "UntemplatedPods",
-           "Workload", "adapter_for", "pod_resource_total", "resource_count", "workload_of"]
+           "Workload", "adapter_for", "capable", "pod_resource_total", "resource_count", "workload_of"]

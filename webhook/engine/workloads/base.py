@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from functools import cached_property
-from typing import Any, Protocol, runtime_checkable
+from functools import cached_property, lru_cache
+from typing import Any, Protocol, TypeGuard, TypeVar, runtime_checkable
 
 from ...grammars.quantity import as_count
 from ..paths import Path, as_dict, as_list, get_path
@@ -278,6 +278,19 @@ class Adapter:
 
 # ---- optional capabilities ---------------------------------------------------------------------------
 
+C = TypeVar("C")
+
+def capable(adapter: Adapter, capability: type[C]) -> TypeGuard[C]:
+    """Whether ``adapter`` has an optional ``capability`` (one of the protocols below). Adapters are one
+    object per kind, so the answer is remembered: a runtime protocol check walks the protocol's members."""
+    return _capable(adapter, capability)
+
+
+@lru_cache(maxsize=256)
+def _capable(adapter: Adapter, capability: type) -> bool:
+    return isinstance(adapter, capability)
+
+
 @runtime_checkable
 class Aliased(Protocol):
     """Writes under some template paths really go elsewhere (a TrainJob's container resources and env
@@ -416,7 +429,7 @@ class Workload:
     @property
     def pods(self) -> int:
         """Pods that run at once across all templates (and any the operator makes from no template)."""
-        extra = self.adapter.untemplated_pods(self.obj) if isinstance(self.adapter, UntemplatedPods) else 0
+        extra = self.adapter.untemplated_pods(self.obj) if capable(self.adapter, UntemplatedPods) else 0
         return sum(t.pods for t in self.templates) + extra
 
     @cached_property
