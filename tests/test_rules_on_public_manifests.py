@@ -100,3 +100,26 @@ def test_the_native_topology_constraint_without_the_native_gang_is_a_warning(tmp
     assert v.action.value == "warn" and v.path == "spec.scheduling"
     assert v.message == "the native topology constraint needs the native gang backend"
     assert "scheduling" not in d.mutated["spec"]
+
+
+def test_advice_on_the_number_of_workers_names_the_kinds_own_count_fields(tmp_path):
+    """The Kubeflow training operator's MNIST PyTorchJob (Master 1, Worker 1) grown to 6 GPU workers, in a
+    namespace allowing 4 workers: the advice points at Worker.replicas and names both of the kind's count
+    fields, not a Job's spec.parallelism; the summary shows them."""
+    quota = {"apiVersion": "trainadmit.io/v1alpha1", "kind": "Quota", "metadata": {"name": "research"},
+             "spec": {"namespaces": ["research"], "maxWorkersPerJob": 4}}
+    policy = load_policy(write_policy(tmp_path, extra=[quota]))
+    obj = with_gpus(manifest("kftrainingop-pytorch_job_mnist_nccl.yaml"))
+    obj["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = 6
+    d = decide(policy, Request(obj, namespace="research"))
+    v = violation(d, "quota.workers-per-job")
+    assert v.path == "spec.pytorchReplicaSpecs.Worker.replicas"
+    assert v.message == "runs 7 workers; quota research allows 4 per job"
+    assert v.hint == ("make spec.pytorchReplicaSpecs.Master.replicas + spec.pytorchReplicaSpecs.Worker.replicas "
+                      "at most 4")
+    assert d.summary["scale"] == {"spec.pytorchReplicaSpecs.Master.replicas": 1,
+                                  "spec.pytorchReplicaSpecs.Worker.replicas": 6}
+    job = with_gpus(manifest("k8s-website-indexed-job.yaml"))  # a batch/v1 Job: its parallelism and completions
+    job["spec"].update(parallelism=6, completions=6)
+    v = violation(decide(policy, Request(job, namespace="research")), "quota.workers-per-job")
+    assert (v.path, v.hint) == ("spec.parallelism", "set spec.parallelism and spec.completions to at most 4")

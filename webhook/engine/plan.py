@@ -85,15 +85,18 @@ class ScaleField:
 @dataclass(frozen=True)
 class Scale:
     """The fields of the kind that hold its Pod counts: per template, the fields whose product is its count,
-    and fields that must change with them (a Job's completions)."""
+    and fields that must change with them (a Job's completions). ``largest`` is the product of the template
+    with the most Pods."""
 
     products: tuple[tuple[ScaleField, ...], ...] = ()
     follow: tuple[ScaleField, ...] = ()
+    largest: int = 0
 
     @property
     def path(self) -> str | None:
-        """The field advice about the number of workers points at (the first count field)."""
-        return field_path(self.products[0][0].path) if self.products and self.products[0] else None
+        """The field advice about the number of workers points at: the largest template's first count field."""
+        product = self.products[self.largest] if self.largest < len(self.products) else ()
+        return field_path(product[0].path) if product else None
 
     def at_most(self, pods: int) -> str:
         """How to run at most ``pods`` Pods, in the kind's own fields."""
@@ -207,14 +210,16 @@ def plan_pool_templates(workload: Workload, resolved: Resolved) -> tuple[PodTemp
 
 def plan_scale(workload: Workload) -> Scale:
     """The kind's count fields, as its adapter declares them, with the values the object holds."""
-    products, follow = [], []
+    products, follow, pods = [], [], []
     for t in workload.templates:
         declared = t.spec.scale
         if declared is None:
             continue
         products.append(tuple(ScaleField(p, get_path(workload.obj, p)) for p in declared.fields))
         follow.extend(ScaleField(p, get_path(workload.obj, p)) for p in declared.follow)
-    return Scale(tuple(products), tuple(follow))
+        pods.append(t.pods)
+    largest = max(range(len(pods)), key=lambda i: pods[i], default=0)
+    return Scale(tuple(products), tuple(follow), largest)
 
 
 def make_plan(workload: Workload, resolved: Resolved, policy: PolicySet) -> Plan:
