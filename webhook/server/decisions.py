@@ -108,6 +108,7 @@ class DecisionCache:
         cel_only = WHOLE_OBJECT_VALIDATIONS == (custom.CONCERN,)
         self._reads = (object_reads([p.source for rule in policy.compiled_rules for p in rule.programs])
                        if cel_only else None)
+        self._no_whole_rules = cel_only and not policy.compiled_rules  # the CEL rules are the policy's: none
         self._risky = _policy_words(policy) | code_words()
         self.hits = self.misses = self.bypassed = 0
 
@@ -189,7 +190,7 @@ class DecisionCache:
 
     def _complete(self, decision: Decision, request: Request, key: bytes | None) -> Decision:
         """The engine's second stage: the rules on the whole object, as it will be stored."""
-        if not decision.whole_object_rules or not WHOLE_OBJECT_VALIDATIONS:
+        if not decision.whole_object_rules or not WHOLE_OBJECT_VALIDATIONS or self._no_whole_rules:
             return decision
         whole_key = self._whole_key(key, request) if key is not None else None
         found = self._whole.get(whole_key) if whole_key is not None else None

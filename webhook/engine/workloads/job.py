@@ -33,6 +33,7 @@ JOB_TEMPLATE = ("spec", "template")
 PARALLELISM = ("spec", "parallelism")
 COMPLETIONS = ("spec", "completions")
 JOB_RUN_LABEL = "batch.kubernetes.io/controller-uid"  # the Job controller's label: unique to one run of a Job
+SCALE = Scale((PARALLELISM,), (COMPLETIONS,))
 
 
 def parallelism(obj: dict) -> int:
@@ -75,8 +76,7 @@ class JobAdapter(Adapter):
                    FieldType(JOB_TEMPLATE, dict, "a map"))
 
     def templates(self, obj: dict) -> list[TemplateSpec]:
-        return [TemplateSpec(JOB_TEMPLATE, "worker", parallelism(obj), True, "spec.template",
-                             Scale((PARALLELISM,), (COMPLETIONS,)))]
+        return [TemplateSpec(JOB_TEMPLATE, "worker", parallelism(obj), True, "spec.template", SCALE)]
 
     def gang_shape(self, obj: dict, workers: int) -> list[GangShapeProblem]:
         mode, parallel, done = completion_mode(obj), parallelism(obj), completions(obj)
