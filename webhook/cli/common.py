@@ -11,6 +11,9 @@ if TYPE_CHECKING:
     from ..policy import PolicySet
 
 EXIT_OK, EXIT_DENIED, EXIT_ERROR = 0, 1, 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a process a Ctrl-C ended
+# what each command may exit with (docs/cli.md); the bad-input battery holds every command to it
+EXIT_CODES = (EXIT_OK, EXIT_DENIED, EXIT_ERROR, EXIT_INTERRUPTED)
 DEFAULT_POLICY_DIR = os.environ.get("TRAINADMIT_POLICY_DIR", "policies")
 
 
