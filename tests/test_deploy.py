@@ -134,7 +134,7 @@ def test_every_podgroup_the_engine_asks_for_is_in_the_reconcilers_rbac(tmp_path)
 
 
 def test_priority_classes_are_current_and_cover_every_tier(policy):
-    generated = subprocess.run([sys.executable, "-m", "trainadmit.cli", "policy", "priorityclasses", str(POLICIES)],
+    generated = subprocess.run([sys.executable, "-m", "trainadmit.cli", "policy", "priorityclasses", "policies"],
                                capture_output=True, text=True, check=True, cwd=ROOT).stdout
     assert (ROOT / "deploy" / "base" / "priorityclasses.yaml").read_text() == generated, \
         "run: trainadmit policy priorityclasses policies > deploy/base/priorityclasses.yaml"
@@ -239,14 +239,14 @@ def test_match_conditions_compile_and_select_exactly_the_gpu_workloads(policy, w
 
 
 def test_webhook_configurations_are_generated_from_the_adapters_and_policy():
-    generated = subprocess.run([sys.executable, "-m", "trainadmit.cli", "policy", "webhooks", str(POLICIES)],
-                               capture_output=True, text=True, check=True).stdout
+    generated = subprocess.run([sys.executable, "-m", "trainadmit.cli", "policy", "webhooks", "policies"],
+                               capture_output=True, text=True, check=True, cwd=ROOT).stdout
     assert (ROOT / "deploy" / "base" / "webhooks.yaml").read_text() == generated, \
         "regenerate: trainadmit policy webhooks policies > deploy/base/webhooks.yaml"
 
 
 def test_policy_configmap_is_current():
-    generated = subprocess.run([sys.executable, "-m", "trainadmit.cli", "policy", "configmap", str(POLICIES)],
+    generated = subprocess.run([sys.executable, "-m", "trainadmit.cli", "policy", "configmap", "policies"],
                                capture_output=True, text=True, check=True, cwd=ROOT).stdout
     assert (ROOT / "deploy" / "base" / "policies.yaml").read_text() == generated, \
         "run: trainadmit policy configmap policies > deploy/base/policies.yaml"
