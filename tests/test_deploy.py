@@ -10,7 +10,7 @@ from functools import cache
 
 import pytest
 import yaml
-from conftest import EXAMPLES, FIXTURES, POLICIES, ROOT, load_yaml, review, schema_errors
+from conftest import EXAMPLES, FIXTURES, ROOT, load_yaml, review, schema_errors
 from helpers import with_gpus
 
 from trainadmit.engine import match
