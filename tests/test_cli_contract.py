@@ -105,7 +105,7 @@ def test_an_empty_file_and_no_arguments_are_input_problems(tmp_path):
     r = run_cli("check", str(empty))
     assert r.returncode == 2 and f"{empty}: no Kubernetes objects (empty)" in r.stderr
     bare = run_cli("check", stdin=yaml.safe_dump(job()))  # stdin only when asked with -
-    assert bare.returncode == 2 and "no input: give files or directories, or - to read stdin" in bare.stderr
+    assert bare.returncode == 2 and "no input: give FILE arguments (files or directories), or - to read stdin" in bare.stderr
     assert run_cli("check", "-", stdin=yaml.safe_dump(job())).returncode == 0
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from .common import EXIT_DENIED, EXIT_ERROR, EXIT_OK
+from .common import EXIT_DENIED, EXIT_ERROR, EXIT_OK, dns_label, path_arg
 
 DEFAULT_DIR = "certs/out"
 
@@ -40,40 +40,43 @@ def add_parser(sub, func) -> None:
     csub = certs.add_subparsers(dest="certs_command", metavar="SUBCOMMAND", title="subcommands")
     certs.set_defaults(func=lambda args: certs.print_help() or EXIT_OK)
     issue = csub.add_parser("issue", help="issue a CA and a serving certificate for the webhook Service")
-    issue.add_argument("--name", default="trainadmit", help="Service name")
-    issue.add_argument("--namespace", default="trainadmit-system", help="the Service's namespace")
+    issue.add_argument("--name", default="trainadmit", type=dns_label, help="Service name")
+    issue.add_argument("--namespace", default="trainadmit-system", type=dns_label, help="the Service's namespace")
     issue.add_argument("--dns", action="append", default=[], help="extra DNS name (repeatable)")
     issue.add_argument("--ip", action="append", default=[], help="extra IP address (repeatable)")
-    issue.add_argument("--out", default=DEFAULT_DIR, help="directory for ca.crt, ca.key, tls.crt, tls.key")
+    issue.add_argument("--out", default=DEFAULT_DIR, type=path_arg,
+                       help="directory for ca.crt, ca.key, tls.crt, tls.key")
     issue.add_argument("--algorithm", choices=["ecdsa-p256", "rsa-2048"], default="ecdsa-p256", help="key type")
     issue.add_argument("--secret", action="store_true", help="also print a kubernetes.io/tls Secret manifest")
     issue.add_argument("--force", action="store_true",
                        help="replace a CA that --out already holds (every client trusting the old CA breaks)")
     rotate = csub.add_parser("rotate", help="renew what is within its renewal window")
-    rotate.add_argument("--dir", default=DEFAULT_DIR, help="the directory `certs issue` wrote")
+    rotate.add_argument("--dir", default=DEFAULT_DIR, type=path_arg, help="the directory `certs issue` wrote")
     rotate.add_argument("--renew-before-days", type=_days, default=90,
                         help="re-issue the serving certificate when it has fewer days left")
     rotate.add_argument("--ca-renew-before-days", type=_days, default=365,
                         help="start a CA rotation when the CA has fewer days left")
     rotate.add_argument("--overlap-days", type=_days, default=7, help="both CAs trusted this long before the switch")
     inject = csub.add_parser("inject-ca", help="put the CA bundle into the webhook configurations")
-    inject.add_argument("--ca", default=f"{DEFAULT_DIR}/ca.crt",
+    inject.add_argument("--ca", default=f"{DEFAULT_DIR}/ca.crt", type=path_arg,
                         help="CA bundle file: PEM CA certificates (two during a CA rotation)")
     inject.add_argument("--name", default="trainadmit", help="webhook configuration name")
-    inject.add_argument("manifests", nargs="*", metavar="FILE",
+    inject.add_argument("manifests", nargs="*", metavar="FILE", type=path_arg,
                         help="print these manifests (files, directories, - for stdin) with caBundle set "
                         "(default: stdin)")
     inject.add_argument("--apply", action="store_true",
                         help="patch the live configurations through the Kubernetes API (in-cluster or kubeconfig)")
     ctrl = csub.add_parser("controller", help="in-cluster mode on its own: keep the TLS Secret and caBundle current")
-    ctrl.add_argument("--namespace", default="trainadmit-system", help="namespace of the TLS Secret and the Lease")
-    ctrl.add_argument("--service", default="trainadmit", help="Service name the certificate is issued for")
+    ctrl.add_argument("--namespace", default="trainadmit-system", type=dns_label,
+                      help="namespace of the TLS Secret and the Lease")
+    ctrl.add_argument("--service", default="trainadmit", type=dns_label,
+                      help="Service name the certificate is issued for")
     ctrl.add_argument("--interval", type=_seconds, default=30.0, help="seconds between passes")
     ctrl.add_argument("--once", action="store_true", help="one pass, then exit")
     check = csub.add_parser("check", help="days left, chain and the names the serving certificate holds")
-    check.add_argument("--dir", default=DEFAULT_DIR, help="the directory `certs issue` wrote")
-    check.add_argument("--name", default="trainadmit", help="Service name the certificate must hold")
-    check.add_argument("--namespace", default="trainadmit-system", help="the Service's namespace")
+    check.add_argument("--dir", default=DEFAULT_DIR, type=path_arg, help="the directory `certs issue` wrote")
+    check.add_argument("--name", default="trainadmit", type=dns_label, help="Service name the certificate must hold")
+    check.add_argument("--namespace", default="trainadmit-system", type=dns_label, help="the Service's namespace")
     for p in (issue, rotate, inject, ctrl, check):
         p.set_defaults(func=func)
 

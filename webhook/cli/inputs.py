@@ -155,7 +155,7 @@ def manifest_files(paths: list[str]) -> list[str]:
     """Every file to read, in order (``-`` for stdin), directories expanded recursively; an
     InputError names a path that does not exist or a directory without manifests."""
     if not paths:
-        raise InputError("no input: give files or directories, or - to read stdin")
+        raise InputError("no input: give FILE arguments (files or directories), or - to read stdin")
     out: list[str] = []
     for raw in paths:
         if raw == STDIN:

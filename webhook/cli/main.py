@@ -18,7 +18,7 @@ from .. import __version__
 from ..grammars.preflight import COMMAND as PREFLIGHT
 from ..grammars.preflight import ENV_ROOT, TERMINATION_LOG
 from ..grammars.preflight import add_arguments as add_preflight_arguments
-from .common import DEFAULT_POLICY_DIR, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK
+from .common import DEFAULT_POLICY_DIR, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, path_arg
 from .streams import GuardedStdout, StdoutClosed, silence, stdout_usable
 
 
@@ -107,11 +107,11 @@ OUTPUTS = ("text", "yaml", "json", "patch", "junit", "sarif")
 
 def _add_check(sub) -> None:
     check = sub.add_parser("check", help="decide offline what the webhook would do with manifests")
-    check.add_argument("files", nargs="*", metavar="FILE",
+    check.add_argument("files", nargs="*", metavar="FILE", type=path_arg,
                        help="files, directories (read recursively) or - for stdin; at least one")
-    check.add_argument("-p", "--policy", default=DEFAULT_POLICY_DIR,
+    check.add_argument("-p", "--policy", default=DEFAULT_POLICY_DIR, type=path_arg,
                        help="policy directory (default: $TRAINADMIT_POLICY_DIR, else %(default)s)")
-    check.add_argument("--cluster", action="append", metavar="SNAPSHOT",
+    check.add_argument("--cluster", action="append", metavar="SNAPSHOT", type=path_arg,
                        help="cluster snapshot: saved lists of nodes, resourcequotas, priorityclasses, pvc, "
                        "network-attachment-definitions, queues, localqueues, and `kubectl get --raw /apis`; repeatable")
     check.add_argument("--kubeconfig", metavar="FILE",
@@ -119,7 +119,7 @@ def _add_check(sub) -> None:
                        "--kubeconfig= (empty) takes the Pod's service account, else $KUBECONFIG or ~/.kube/config")
     check.add_argument("--context", help="the kubeconfig context of that cluster (implies the live view; default: "
                        "the kubeconfig's current context)")
-    check.add_argument("--old", metavar="FILE",
+    check.add_argument("--old", metavar="FILE", type=path_arg,
                        help="the stored objects before the change: decide each input object as an UPDATE of the "
                        "old object with the same kind, namespace and name")
     check.add_argument("-o", "--output", choices=OUTPUTS, default="text",
@@ -140,32 +140,37 @@ def _add_policy(sub) -> None:
     psub = policy.add_subparsers(dest="policy_command", metavar="SUBCOMMAND", title="subcommands")
     dir_help = "the policy directory"
     init = psub.add_parser("init", help="write a minimal, commented policy set with an example test")
-    init.add_argument("dir", metavar="DIR", help="a new or empty directory")
+    init.add_argument("dir", metavar="DIR", type=path_arg, help="a new or empty directory")
     init.set_defaults(func=_lazy("policy", "cmd_policy_init"))
     lint = psub.add_parser("lint", help="check a policy directory and its test suites (every problem at once)")
-    lint.add_argument("dir", nargs="?", default=DEFAULT_POLICY_DIR, metavar="DIR", help=dir_help)
+    lint.add_argument("dir", nargs="?", default=DEFAULT_POLICY_DIR, metavar="DIR", type=path_arg,
+                      help=dir_help)
     lint.add_argument("--strict", action="store_true", help="warnings fail too (exit 1)")
     lint.set_defaults(func=_lazy("policy", "cmd_policy_lint"))
     schema = psub.add_parser("schema", help="print the JSON Schema of policy documents")
     schema.set_defaults(func=_lazy("policy", "cmd_policy_schema"))
     test = psub.add_parser("test", help="run the policy test suites (*.test.yaml, tests/*.yaml)")
-    test.add_argument("dir", nargs="?", default=DEFAULT_POLICY_DIR, metavar="DIR", help=dir_help)
+    test.add_argument("dir", nargs="?", default=DEFAULT_POLICY_DIR, metavar="DIR", type=path_arg,
+                      help=dir_help)
     test.add_argument("-o", "--output", choices=["text", "junit"], default="text", help="report format")
     test.add_argument("--allow-empty", action="store_true", help="a directory without tests passes")
     test.set_defaults(func=_lazy("policy", "cmd_policy_test"))
     cm = psub.add_parser("configmap", help="print the policy directory as a ConfigMap manifest")
-    cm.add_argument("dir", nargs="?", default=DEFAULT_POLICY_DIR, metavar="DIR", help=dir_help)
+    cm.add_argument("dir", nargs="?", default=DEFAULT_POLICY_DIR, metavar="DIR", type=path_arg,
+                      help=dir_help)
     cm.add_argument("--name", default="trainadmit-policies", help="the ConfigMap's name")
     cm.add_argument("--namespace", default="trainadmit-system", help="the ConfigMap's namespace")
     cm.set_defaults(func=_lazy("policy", "cmd_policy_configmap"))
     hooks = psub.add_parser("webhooks", help="print the webhook configurations for the handled kinds and this policy")
-    hooks.add_argument("dir", nargs="?", default=DEFAULT_POLICY_DIR, metavar="DIR", help=dir_help)
+    hooks.add_argument("dir", nargs="?", default=DEFAULT_POLICY_DIR, metavar="DIR", type=path_arg,
+                      help=dir_help)
     hooks.add_argument("--name", default="trainadmit", help="webhook configuration name")
     hooks.add_argument("--namespace", default="trainadmit-system", help="the webhook Service's namespace")
     hooks.add_argument("--service", default="trainadmit", help="the webhook Service's name")
     hooks.set_defaults(func=_lazy("policy", "cmd_policy_webhooks"))
     pcs = psub.add_parser("priorityclasses", help="print the PriorityClasses of the policy's priority tiers")
-    pcs.add_argument("dir", nargs="?", default=DEFAULT_POLICY_DIR, metavar="DIR", help=dir_help)
+    pcs.add_argument("dir", nargs="?", default=DEFAULT_POLICY_DIR, metavar="DIR", type=path_arg,
+                      help=dir_help)
     pcs.set_defaults(func=_lazy("policy", "cmd_policy_priorityclasses"))
 
 
@@ -173,7 +178,8 @@ def _add_serve(sub) -> None:
     from ..server.limits import MAX_REQUESTS, MAX_REQUESTS_JITTER, ReadLimits  # only serve's parser needs them
 
     srv = sub.add_parser("serve", help="run the HTTPS admission webhook (POST /mutate, /validate)")
-    srv.add_argument("-p", "--policy", default=DEFAULT_POLICY_DIR, help="policy directory, reloaded when it changes")
+    srv.add_argument("-p", "--policy", default=DEFAULT_POLICY_DIR, type=path_arg,
+                     help="policy directory, reloaded when it changes")
     srv.add_argument("--tls-cert", default=os.environ.get("TRAINADMIT_TLS_CERT"),
                      help="serving certificate, PEM (default: $TRAINADMIT_TLS_CERT)")
     srv.add_argument("--tls-key", default=os.environ.get("TRAINADMIT_TLS_KEY"),

@@ -37,8 +37,8 @@ def cmd_policy_lint(args: argparse.Namespace) -> int:
     errors = sum(f.is_error for f in findings)
     warnings = len(findings) - errors
     counts = f"{_plural(errors, 'error')}, {_plural(warnings, 'warning')}"
-    if unreadable:
-        print(f"{args.dir}: unreadable ({counts})")
+    if unreadable:  # the findings above say why; the verdict is an error, so it goes where errors go
+        print(f"trainadmit policy lint: {args.dir}: unreadable ({counts})", file=sys.stderr)
         return EXIT_ERROR
     if errors or (warnings and args.strict):
         print(f"{counts} in {args.dir}" + (" (--strict: warnings fail)" if not errors else ""))

@@ -16,6 +16,7 @@ import os
 from .kube import Permission
 from .live import WATCHED, ApiError, LiveCluster
 
+MAX_KUBECONFIG_BYTES = 1024 * 1024
 PERMISSIONS: tuple[Permission, ...] = tuple(Permission(w.group, w.name, ("list",)) for w in WATCHED)
 
 
@@ -36,10 +37,27 @@ def _api_client(kubeconfig: str | None, context: str | None):
     path = kubeconfig or os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
     if not os.path.isfile(path):
         raise ListError(f"{path}: no such kubeconfig file")
+    if os.path.getsize(path) > MAX_KUBECONFIG_BYTES:  # the client parses it in pure Python: seconds per MiB
+        raise ListError(f"{path}: larger than {MAX_KUBECONFIG_BYTES // 1024} KiB: not a kubeconfig")
+    _looks_like_kubeconfig(path)
     try:
         return config.new_client_from_config(config_file=path, context=context)
     except Exception as exc:  # ConfigException, a YAML or key error of a damaged file, a missing certificate
         raise ListError(f"{path}: not a usable kubeconfig: {_first_line(exc)}") from exc
+
+
+def _looks_like_kubeconfig(path: str) -> None:
+    """A first look with libyaml, so that a file that is not a kubeconfig is refused in milliseconds
+    (the client's pure-Python parser takes seconds on a large or deeply nested one)."""
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.load(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError) as exc:
+        raise ListError(f"{path}: not a kubeconfig: {_first_line(exc)}") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("clusters"), list):
+        raise ListError(f"{path}: not a kubeconfig (no clusters list)")
 
 
 def _first_line(exc: Exception) -> str:
