@@ -313,3 +313,15 @@ def test_network_policy_admits_only_non_pod_addresses_to_the_webhook_port(overla
     assert blocks and all(block["except"] for block in blocks if block["cidr"] == "0.0.0.0/0")  # the Pod network
     namespaces = [peer["namespaceSelector"] for peer in peers if "namespaceSelector" in peer]
     assert namespaces == [{"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}]
+
+
+def test_the_ci_check_role_grants_exactly_the_lists_check_reads():
+    """deploy/ci/check-clusterrole.yaml: what `check --kubeconfig` calls (list only), nothing more."""
+    from trainadmit.cluster.listed import PERMISSIONS
+
+    role = yaml.safe_load((ROOT / "deploy" / "ci" / "check-clusterrole.yaml").read_text())
+    assert role["kind"] == "ClusterRole"
+    granted = {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
+               for v in rule["verbs"]}
+    assert granted == {(p.group, p.resource, v) for p in PERMISSIONS for v in p.verbs}
+    assert {v for _, _, v in granted} == {"list"}
