@@ -84,8 +84,7 @@ def project(policy: PolicySet, obj: Any) -> Any:
     adapter = adapter_for(obj.get("apiVersion"), obj.get("kind")) if isinstance(obj, dict) else None
     if adapter is None:
         return obj
-    roots = [t.root for t in adapter.templates(obj)]
-    return projection(READS, policy.platform.intentPrefix).project(obj, roots)
+    return projection(READS, policy.platform.intentPrefix).project(obj, adapter.template_roots(obj))
 
 
 def decide(policy: PolicySet, request: Request, cluster: ClusterView | None = None) -> Decision:

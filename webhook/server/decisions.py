@@ -83,7 +83,7 @@ class _Entry:
     matched: bool
     reason: str
     violations: tuple[tuple[str, str, str, str, str], ...]  # (rule, action, path, message, hint)
-    patch_json: str
+    patch_parts: tuple[str, ...]  # the patch's text split at the name's sentinel: joined with the name on a hit
     whole_object_rules: bool
     cluster_calls: tuple[tuple[str, tuple, Any], ...]
     constant_view: type | None  # the class of a view whose answers never change, when computed with one
@@ -166,8 +166,9 @@ class DecisionCache:
         d = decide_declared(self.policy, as_keyed, recorder)  # type: ignore[arg-type]
         violations = tuple((v.rule, v.action.value, v.path, v.message, v.hint) for v in d.violations)
         constant = type(cluster) if getattr(cluster, "constant", False) else None
-        entry = _Entry(d.matched, d.reason, violations, json.dumps(d.patch, separators=(",", ":")),
-                       d.whole_object_rules, tuple(recorder.calls), constant)
+        patch_json = json.dumps(d.patch, separators=(",", ":"))
+        entry = _Entry(d.matched, d.reason, violations, tuple(patch_json.split(SENTINEL)), d.whole_object_rules,
+                       tuple(recorder.calls), constant)
         fresh = decide_declared(self.policy, request, cluster)
         mine = self._instantiate(entry, request, name, uid)
         agree = (mine.matched == fresh.matched and mine.whole_object_rules == fresh.whole_object_rules
@@ -184,7 +185,11 @@ class DecisionCache:
         violations = [Violation(r, Action(a), sub(p), sub(m), sub(h)) for r, a, p, m, h in entry.violations]
         decision = Decision(matched=entry.matched, reason=sub(entry.reason), violations=violations,
                             generation=self.policy.generation, whole_object_rules=entry.whole_object_rules)
-        patch_json = sub(entry.patch_json) if request.phase != "validate" else None
+        patch_json = None
+        if request.phase != "validate":  # str.join, not a search of the whole text: most of a hit's cost otherwise
+            patch_json = (name or SENTINEL).join(entry.patch_parts)
+            if uid is not None and UID_SENTINEL in patch_json:
+                patch_json = patch_json.replace(UID_SENTINEL, uid)
         decision.patch_json = patch_json if patch_json != "[]" else None  # no patch: like a fresh decision's []
         return decision
 

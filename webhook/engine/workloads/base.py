@@ -250,6 +250,10 @@ class Adapter:
     def templates(self, obj: dict) -> list[TemplateSpec]:
         return []
 
+    def template_roots(self, obj: dict) -> list[Path]:
+        """Where the templates are (a kind with fixed places answers without counting its Pods)."""
+        return [t.root for t in self.templates(obj)]
+
     def child_labels(self) -> tuple[str, ...]:
         """Labels this kind's operator puts on the Pods (and child objects) it creates: at least the one
         naming the workload, when there is one."""

@@ -14,7 +14,7 @@ parallelism = completions.
 from __future__ import annotations
 
 from ..backends import VOLCANO_MIN_MEMBER, VOLCANO_QUEUE
-from ..paths import as_dict, get_path
+from ..paths import Path, as_dict, get_path
 from .base import (
     NATIVE_JOB_SCHEDULING,
     NATIVE_POD_GROUP,
@@ -77,6 +77,9 @@ class JobAdapter(Adapter):
 
     def templates(self, obj: dict) -> list[TemplateSpec]:
         return [TemplateSpec(JOB_TEMPLATE, "worker", parallelism(obj), True, "spec.template", SCALE)]
+
+    def template_roots(self, obj: dict) -> list[Path]:
+        return [JOB_TEMPLATE]
 
     def gang_shape(self, obj: dict, workers: int) -> list[GangShapeProblem]:
         mode, parallel, done = completion_mode(obj), parallelism(obj), completions(obj)
