@@ -18,7 +18,7 @@ from referencing import Registry, Resource
 from trainadmit.engine import load_policy
 
 ROOT = Path(__file__).resolve().parent.parent
-pytest_plugins = ["kube_fixtures"]  # the integration tier's control plane (tests/integration)
+pytest_plugins = ["kube_fixtures", "rule_coverage"]  # the integration tier's control plane; every rule fires
 
 
 FIXTURES = ROOT / "tests" / "fixtures"

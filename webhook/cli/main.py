@@ -1,6 +1,6 @@
 """`trainadmit` command line: a thin layer over the engine, the server and the certificate tools.
 
-Exit codes (DESIGN §6, docs/cli.md): 0 every object admitted, 1 any denied, 2 unreadable input, invalid
+Exit codes (docs/cli.md): 0 every object admitted, 1 any denied, 2 unreadable input, invalid
 policy, a usage error or output that could not be written, 130 interrupted.
 Each command's module is imported only when that command runs, so that `check` (run per file in CI
 and pre-commit hooks) never pays for the web server, metrics or Kubernetes client.

@@ -148,8 +148,8 @@ def create_app(config: ServerConfig | None = None) -> Flask:
             review = parse_review(body)
         except BadReview as exc:
             return refuse(webhook, exc.status, exc.message)
-        memo = policies.memo  # one generation for this whole response
-        policy = memo.policy if memo is not None else None
+        decisions = policies.decisions  # one generation for this whole response
+        policy = decisions.policy if decisions is not None else None
         kind = str(review.kind.get("kind") or "")
         decision = None
         rules: list[str] = []
@@ -169,9 +169,9 @@ def create_app(config: ServerConfig | None = None) -> Flask:
                           user=review.user, dry_run=review.dry_run, phase=webhook)
             try:
                 # a large object is decided from scratch: keying it would double its cost, for a shape that
-                # rarely repeats (memo is not None here: it holds the policy)
+                # rarely repeats (decisions is not None here: it holds the policy)
                 decision = decide(policy, req, cluster) if limits.is_large(len(body)) else \
-                    memo.decide(req, cluster)  # type: ignore[union-attr]
+                    decisions.decide(req, cluster)  # type: ignore[union-attr]
             except Exception as exc:
                 frame = traceback.extract_tb(exc.__traceback__)[-1]
                 emit("engine_error", uid=review.uid, webhook=webhook, error=repr(exc),

@@ -15,8 +15,8 @@ from .limits import MAX_REQUESTS, MAX_REQUESTS_JITTER
 
 WORKER_CLASSES = {
     "deadline": "trainadmit.server.worker.DeadlineThreadWorker",
-    # gunicorn's own threaded worker: no read deadlines, no body budget (the issue 11 baseline, for benchmarks
-    # and as an escape hatch should a gunicorn upgrade break the subclass)
+    # gunicorn's own threaded worker: no read deadlines, no body budget (the baseline the deadline worker is
+    # measured against, and an escape hatch should a gunicorn upgrade break the subclass)
     "gthread": "gthread",
 }
 

@@ -21,9 +21,9 @@ from pathlib import Path
 from cryptography import x509
 
 from ..engine import load_policy
-from ..engine.memo import Memo
 from ..policy import PolicyError, PolicySet
 from ..policy.loader import policy_files
+from .decisions import DecisionCache
 
 log = logging.getLogger("trainadmit")
 
@@ -52,15 +52,15 @@ class PolicyStore:
     def __init__(self, directory: str | Path):
         self.directory = Path(directory)
         # the served generation and its remembered decisions, swapped as one value (never two generations)
-        self.memo: Memo | None = None
+        self.decisions: DecisionCache | None = None
         self.last_error: str | None = None
         self._fp: tuple | None = None
         self._lock = threading.Lock()
 
     @property
     def current(self) -> PolicySet | None:
-        memo = self.memo
-        return memo.policy if memo is not None else None
+        decisions = self.decisions
+        return decisions.policy if decisions is not None else None
 
     def _files_fingerprint(self) -> tuple:
         try:
@@ -91,7 +91,7 @@ class PolicyStore:
                 self.last_error = None
                 return False
             previous = self.current
-            self.memo = Memo(policy)
+            self.decisions = DecisionCache(policy)
             self.last_error = None
             metrics.POLICY_RELOADS.inc()
             if previous is not None:  # 0 is left out of /metrics (metrics.render); remove() for in-process use

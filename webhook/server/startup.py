@@ -2,7 +2,7 @@
 
 Why before: a problem found inside a worker surfaces as a worker boot error (gunicorn exits 3 after pages of
 traceback), or not at all: a garbage certificate used to start a server whose every handshake failed, and
-the error appeared only at the first connection (issue 11, rows 6 and 9). Checked here, the process exits
+the error appeared only at the first connection. Checked here, the process exits
 with the documented code (2, like any unreadable input) before it listens.
 """
 
