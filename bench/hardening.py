@@ -351,11 +351,13 @@ def cmd_shape_one(args: argparse.Namespace) -> None:
     """In a fresh process: the peak memory (VmHWM, reset before) of one review through the app."""
     import gc
 
-    from trainadmit.server.app import ServerConfig, create_app
+    from trainadmit.server import settings
+    from trainadmit.server.app import create_app
 
-    os.environ["TRAINADMIT_DECIDE_MEMORY_BYTES"] = str(1 << 40)  # measure, do not refuse
     data = shaped_review(args.shape, args.size)
-    app = create_app(ServerConfig(policy_dir=str(ROOT / "policies"), reload_interval=3600)).test_client()
+    measured = settings.replace(settings.ServerSettings(), app={"policy_dir": str(ROOT / "policies"), "reload_interval": 3600},
+                                limits={"decide_memory_bytes": 1 << 40})  # measure, do not refuse
+    app = create_app(measured).test_client()
     app.post("/mutate", data=small_review(), content_type="application/json")
     gc.collect()
     status = Path("/proc/self/status")

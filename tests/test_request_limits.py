@@ -14,18 +14,17 @@ from trainadmit.server import metrics, metrics_dir
 from trainadmit.server.cost import Busy, MemoryBudget, TooCostly, estimate
 from trainadmit.server.limits import MiB, ReadLimits
 from trainadmit.server.memory import LargeRequestTrimmer, malloc_trim
+from trainadmit.server.settings import load
 from trainadmit.server.worker import error_response, parse_head
 
 
-def test_body_limits_per_webhook_and_their_overrides(monkeypatch):
-    limits = ReadLimits.from_env()
+def test_body_limits_per_webhook_and_their_overrides():
+    limits = load(environ={}).limits
     assert (limits.body_limit("/mutate"), limits.body_limit("/validate")) == (4 * MiB, 8 * MiB)
     assert limits.body_limit("/readyz") == limits.body_limit("/mutate/x") == 64 * 1024
     assert limits.largest_body == 8 * MiB
-    monkeypatch.setenv("TRAINADMIT_MAX_BODY_BYTES_MUTATE", "1000")
-    monkeypatch.setenv("TRAINADMIT_READ_TIMEOUT", "2.5")
-    monkeypatch.setenv("TRAINADMIT_MAX_INFLIGHT_BODY_BYTES", "5000")
-    changed = ReadLimits.from_env()
+    changed = load(environ={"TRAINADMIT_MAX_BODY_BYTES_MUTATE": "1000", "TRAINADMIT_READ_TIMEOUT": "2.5",
+                            "TRAINADMIT_MAX_INFLIGHT_BODY_BYTES": "5000"}).limits
     assert (changed.body_limit("/mutate"), changed.read_timeout, changed.max_inflight_body_bytes) == (1000, 2.5, 5000)
     assert changed.body_limit("/validate") == 8 * MiB
 
