@@ -21,7 +21,7 @@ MiB = 1024 * 1024
 
 # A worker is replaced after this many requests (plus up to the jitter, at random, so that the workers of a
 # replica are not replaced together): it bounds what a process keeps over time (the CEL library's host
-# functions leak ~0.1-0.3 KB per call, issue 11 row 5: ~10 MB per worker between restarts) at the cost of
+# functions leak ~0.1-0.3 KB per call: ~10 MB per worker between restarts) at the cost of
 # a new worker's start (~1-2 s of CPU) every 20,000 requests.
 MAX_REQUESTS = 20000
 MAX_REQUESTS_JITTER = 4000

@@ -1,7 +1,7 @@
 """Prometheus metrics. Works under gunicorn's multiple processes when PROMETHEUS_MULTIPROC_DIR is
 set (``trainadmit serve`` sets it before the workers start), and as plain in-process metrics otherwise.
 
-Every label value comes from a closed set (issue 11, row 4): a label taken from what a client sends (a
+Every label value comes from a closed set: a label taken from what a client sends (a
 request path, an AdmissionReview's kind or operation) gives anyone who can reach the port one new series per
 request, and in multi-process mode every series lives in files that outlast worker restarts.
 """
