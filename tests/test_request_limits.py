@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -121,3 +122,26 @@ def test_memory_budget_queues_what_does_not_fit_and_refuses_what_never_will():
     with budget.hold(100):  # alone, the whole budget
         order.append("large")
     assert order == ["first", "small", "large"] and budget.held == 0
+
+
+def test_a_controllers_problem_reaches_a_worker_forked_before_it():
+    """The controllers run in the server's main process, /readyz in the workers gunicorn forked earlier."""
+    from trainadmit.server.controller_status import ControllerStatus
+
+    status = ControllerStatus(["reconciler", "preflight-status"])
+    seen_r, seen_w = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the worker
+        deadline = time.monotonic() + 10
+        while not status.problems() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        os.write(seen_w, "\n".join(status.problems()).encode() or b"-")
+        while status.problems() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        os._exit(0 if not status.problems() else 1)
+    os.close(seen_w)
+    status.set("reconciler", "namespace x does not exist")
+    assert os.read(seen_r, 4096).decode() == "reconciler: namespace x does not exist"
+    status.set("reconciler", None)
+    assert os.waitpid(child, 0)[1] == 0
+    os.close(seen_r)
