@@ -11,8 +11,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from .common import EXIT_ERROR, load_policy_or_report
+
+if TYPE_CHECKING:
+    from ..server.settings import ServerSettings
 
 
 def _refuse(problem: str) -> int:
@@ -38,7 +42,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         metrics_dir.remove(created)
 
 
-def _check_inputs(settings) -> str | None:
+def _check_inputs(settings: ServerSettings) -> str | None:
     """The first unusable input, as one line; None when all are usable."""
     from ..server.logs import emit
     from ..server.startup import StartupError, check_cluster_files, check_kube_config, check_tls_pair
@@ -61,7 +65,7 @@ def _check_inputs(settings) -> str | None:
     return None
 
 
-def _serve(settings) -> int:
+def _serve(settings: ServerSettings) -> int:
     from ..server.logs import capture_warnings
     from ..server.startup import StartupError, bind_listener
 

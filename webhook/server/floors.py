@@ -10,12 +10,16 @@ does not have them unless asked (``install``).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from flask import Flask, Response, request
 
 from ..engine import Request, decide
 from .admission import BadReview, parse_review, response
+from .cost import MemoryBudget
 from .handler import Answer, floor_answer, refusal, within_limits
+from .limits import ReadLimits
+from .runtime import PolicyStore
 
 
 class Floors:
@@ -24,11 +28,12 @@ class Floors:
     def __init__(self) -> None:
         self.replayed: dict[str, list | None] = {}
 
-    def answer(self, webhook: str, body: bytes, policies, limits, memory) -> Answer:
+    def answer(self, webhook: str, body: bytes, policies: PolicyStore, limits: ReadLimits,
+               memory: MemoryBudget) -> Answer:
         started = time.perf_counter()
         return within_limits(webhook, body, limits, memory, lambda: self._answer(webhook, body, policies, started))
 
-    def _answer(self, webhook: str, body: bytes, policies, started: float) -> Answer:
+    def _answer(self, webhook: str, body: bytes, policies: PolicyStore, started: float) -> Answer:
         try:
             review = parse_review(body)
         except BadReview as exc:
@@ -49,7 +54,8 @@ class Floors:
         return floor_answer(webhook, review, result, started)
 
 
-def install(app: Flask, policies, limits, memory, send) -> None:
+def install(app: Flask, policies: PolicyStore, limits: ReadLimits, memory: MemoryBudget,
+            send: Callable[[Answer], Response]) -> None:
     """Add ``POST /noop`` and ``/noop-patch`` to ``app``; ``send`` writes an ``Answer`` as the app does."""
     floors = Floors()
 
