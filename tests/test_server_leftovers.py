@@ -60,9 +60,12 @@ def test_no_server_outlives_its_test(tmp_path, case):
     env = {**os.environ, "LEFTOVER_PIDS": str(pids_file), "PYTHONPATH": str(ROOT / "tests")}
     env.pop("PYTEST_XDIST_WORKER", None)
     test = "test_fails" if case == "fails" else "test_hangs"
+    # SIGINT as at a terminal: an xdist worker ignores it, and what it starts would inherit that
+    args = ["-p", "conftest", "-p", "no:cacheprovider", "-p", "no:xdist", "-q", "--rootdir", str(ROOT), "-c",
+            str(ROOT / "pyproject.toml"), f"{inner}::{test}"]
     pytest_run = suite_processes.popen(
-        [sys.executable, "-m", "pytest", "-p", "conftest", "-p", "no:cacheprovider", "-p", "no:xdist", "-q",
-         "--rootdir", str(ROOT), "-c", str(ROOT / "pyproject.toml"), f"{inner}::{test}"],
+        [sys.executable, "-c", "import signal, sys, pytest; signal.signal(signal.SIGINT, signal.default_int_handler); "
+         f"sys.exit(pytest.main({args!r}))"],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     pids: list[int] = []
     try:
