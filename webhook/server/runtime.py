@@ -9,11 +9,8 @@ detection looks at the resolved files' identity and size, not at the directory's
 from __future__ import annotations
 
 import datetime as dt
-import json
-import logging
 import os
 import ssl
-import sys
 import threading
 import time
 from pathlib import Path
@@ -24,15 +21,7 @@ from ..engine import load_policy
 from ..policy import PolicyError, PolicySet
 from ..policy.loader import policy_files
 from .decisions import DecisionCache
-
-log = logging.getLogger("trainadmit")
-
-
-def emit(event: str, **fields) -> None:
-    """One structured JSON log line."""
-    record = {"ts": dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"), "event": event, **fields}
-    sys.stderr.write(json.dumps(record, separators=(",", ":"), default=str) + "\n")
-    sys.stderr.flush()
+from .logs import emit
 
 
 def _fingerprint(paths: list[Path]) -> tuple:
@@ -94,9 +83,8 @@ class PolicyStore:
             self.decisions = DecisionCache(policy)
             self.last_error = None
             metrics.POLICY_RELOADS.inc()
-            if previous is not None:  # 0 is left out of /metrics (metrics.render); remove() for in-process use
-                metrics.POLICY_GENERATION.labels(previous.generation).set(0)
-                metrics.POLICY_GENERATION.remove(previous.generation)
+            if previous is not None:
+                metrics.forget_generation(previous.generation)
             metrics.POLICY_GENERATION.labels(policy.generation).set(1)
             emit("policy_loaded", generation=policy.generation,
                  previous=previous.generation if previous else None, pools=sorted(policy.pools))

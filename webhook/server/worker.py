@@ -130,7 +130,8 @@ class DeadlineThreadWorker(ThreadWorker):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.limits = ReadLimits.from_env()
+        # the server's settings, on the gunicorn Application this worker was forked with
+        self.limits: ReadLimits = self.app.settings.limits
         self.reading: dict[int, ReadState] = {}  # id(conn) -> state
         self.waiting_budget: list[ReadState] = []
         self.inflight_body = 0
