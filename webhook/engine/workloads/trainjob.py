@@ -69,6 +69,7 @@ class TrainJobAdapter(Adapter):
              "volcano": Gang(GangMethod.unsupported, reason=_RUNTIME),
              "kueue": Gang(GangMethod.kueue, suspend=("spec", "suspend"))}
     pods_label = "jobset.sigs.k8s.io/jobset-name"  # TrainJob -> JobSet of the same name -> Jobs -> Pods
+    controllers = ("system:serviceaccount:kubeflow-system:kubeflow-trainer-controller-manager",)
     template_patterns = (("spec", "runtimePatches", "[]", "trainingRuntimeSpec", "template", "spec", "replicatedJobs",
                           "[]", "template", "spec", "template"),)
     resource_patterns = (("spec", "trainer", "resourcesPerNode"),)  # where its GPUs are asked for
