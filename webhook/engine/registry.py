@@ -34,7 +34,7 @@ from .concerns import (
     topology,
 )
 from .reads import Reads, union
-from .rule import RuleId
+from .rule import Resize, RuleId
 from .workloads import WORKLOAD_READS
 
 CONCERNS: tuple[Concern, ...] = (
@@ -48,6 +48,10 @@ VALIDATIONS: tuple[Concern, ...] = tuple(c for c in CONCERNS if c.validate is no
 WHOLE_OBJECT_VALIDATIONS: tuple[Concern, ...] = tuple(c for c in CONCERNS if c.validate is not None and c.reads is None)
 # the order concerns are listed in the provenance annotation
 INJECTING: tuple[str, ...] = tuple(c.name for c in MUTATIONS)
+# what an UPDATE that resizes the workload runs again: the rules whose answer depends on its size
+# (``rule(..., resize=...)``), through the validations of the concerns that declare them
+RESIZE_RULES: dict[str, Resize] = {r.id: r.resize for c in CONCERNS for r in c.rules if r.resize is not None}
+RESIZE_VALIDATIONS: tuple[Concern, ...] = tuple(c for c in VALIDATIONS if any(r.resize for r in c.rules))
 READS: Reads = union([WORKLOAD_READS, *(c.reads for c in CONCERNS if c.reads is not None)])
 
 
