@@ -8,7 +8,9 @@ convention), on free loopback ports, with a throwaway CA, and stops exactly the 
 
 There is no kubelet, scheduler or controller-manager: nothing creates Pods for Jobs, namespaces get no
 ``default`` ServiceAccount (see :meth:`ControlPlane.ensure_namespace`), deleted namespaces stay
-Terminating (use a fresh namespace per test), and Pod/Node status only changes when a test writes it.
+Terminating (use a fresh namespace per test), and Pod/Node status only changes when a test writes it. A
+test that needs the real Job controller (or another controller) starts kube-controller-manager with just
+those controllers for its own duration (:meth:`ControlPlane.start_controller_manager`).
 
 Dependencies: stdlib, ``cryptography``, ``PyYAML``, ``urllib3`` (a dependency of ``kubernetes``), and
 ``kubernetes`` only for :meth:`ControlPlane.api_client`. What these binaries do without controllers
@@ -64,6 +66,7 @@ __all__ = [
     "ASSETS_ENV",
     "CertPair",
     "CertificateAuthority",
+    "Component",
     "ControlPlane",
     "ControlPlaneError",
     "KubeError",
@@ -623,6 +626,24 @@ class KubeHTTP:
 # ----------------------------------------------------------------------------------------- control plane
 
 
+class Component:
+    """A control-plane process started for one test (kube-controller-manager): ``stop`` ends exactly it."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], log: Path, owner: list[subprocess.Popen[bytes]]) -> None:
+        self.proc, self.log, self._owner = proc, log, owner
+
+    def stop(self) -> None:
+        _terminate([self.proc])
+        with contextlib.suppress(ValueError):
+            self._owner.remove(self.proc)
+
+    def __enter__(self) -> Component:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
 class ControlPlane:
     """etcd + kube-apiserver on free loopback ports, started from ``assets_dir`` (or ``$KUBEBUILDER_ASSETS``).
 
@@ -924,6 +945,59 @@ class ControlPlane:
         out.write_text(yaml.safe_dump(cfg))
         out.chmod(0o600)
         return out
+
+    def start_controller_manager(self, controllers: Sequence[str] = ("job",), timeout: float = 90.0) -> Component:
+        """kube-controller-manager against this apiserver with only ``controllers`` (its ``--controllers``),
+        until the returned component is stopped (or this control plane is). As kubeadm runs it: its client
+        certificate ``system:kube-controller-manager`` (bound by the apiserver's bootstrap RBAC), and each
+        controller with its own ServiceAccount (``--use-service-account-credentials``), so the Job controller
+        creates Pods as ``system:serviceaccount:kube-system:job-controller``; flags as the workplace's
+        ``control-plane`` script passes them (no leader election, the node grace periods of a cluster without
+        kubelets). Returns when its ``/healthz`` lists every controller asked for."""
+        assert self.ca is not None, "not started"
+        pki, run = self.pki, self.run_dir
+        self.ca.issue("system:kube-controller-manager", client=True).write(pki, "kube-controller-manager")
+        self.ca.issue("localhost", server=True, ips=["127.0.0.1"], dns_names=["localhost"]).write(pki, "kcm-serving")
+        kubeconfig = run / "kube-controller-manager.kubeconfig"
+        cfg = yaml.safe_load(self.kubeconfig.read_text())
+        cfg["users"] = [{"name": "admin", "user": {
+            "client-certificate-data": base64.b64encode((pki / "kube-controller-manager.crt").read_bytes()).decode(),
+            "client-key-data": base64.b64encode((pki / "kube-controller-manager.key").read_bytes()).decode()}}]
+        kubeconfig.write_text(yaml.safe_dump(cfg))
+        port, log = _free_port(), run / "kube-controller-manager.log"
+        (run / "flexvolume").mkdir(exist_ok=True)
+        proc = self._spawn("kube-controller-manager", [
+            f"--kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}",
+            f"--authentication-kubeconfig={kubeconfig}", "--bind-address=127.0.0.1", f"--secure-port={port}",
+            f"--tls-cert-file={pki / 'kcm-serving.crt'}", f"--tls-private-key-file={pki / 'kcm-serving.key'}",
+            f"--client-ca-file={pki / 'ca.crt'}", "--leader-elect=false", "--profiling=false", "--v=1",
+            f"--controllers={','.join(controllers)}", "--use-service-account-credentials=true",
+            f"--service-account-private-key-file={pki / 'sa.key'}", f"--root-ca-file={pki / 'ca.crt'}",
+            f"--flex-volume-plugin-dir={run / 'flexvolume'}",
+            "--node-monitor-grace-period=87600h", "--node-startup-grace-period=87600h",
+        ], log, os.environ.copy())
+        component = Component(proc, log, self._procs)
+        pool = urllib3.PoolManager(retries=False, timeout=2.0, cert_reqs="CERT_REQUIRED", ca_certs=str(pki / "ca.crt"))
+        wanted = [f"[+]{c}-controller ok" if not c.endswith("-controller") else f"[+]{c} ok" for c in controllers]
+
+        def healthy() -> bool:
+            if proc.poll() is not None:
+                raise ControlPlaneError(f"kube-controller-manager exited with {proc.returncode}:\n{_tail(log)}")
+            with contextlib.suppress(urllib3.exceptions.HTTPError):
+                r = pool.request("GET", f"https://127.0.0.1:{port}/healthz?verbose")
+                return r.status == 200 and all(w in r.data.decode() for w in wanted)
+            return False
+
+        try:
+            deadline = time.monotonic() + timeout
+            while not healthy():
+                if time.monotonic() > deadline:
+                    raise ControlPlaneError(f"kube-controller-manager not healthy after {timeout:.0f}s:\n{_tail(log)}")
+                time.sleep(0.1)
+        except BaseException:
+            component.stop()
+            raise
+        return component
 
     def compact_etcd(self) -> int:
         """Compact etcd at its current revision (what the apiserver does every --etcd-compaction-interval); return it.

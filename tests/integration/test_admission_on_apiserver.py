@@ -3,7 +3,7 @@
 Every example and fixture Job and Pod, under every policy phase (the bundled 1.37 policy, and the
 policy retargeted at this 1.36 apiserver with each gang backend it can hold), is stored exactly as
 `trainadmit check` predicts, or refused with check's violations; a Pod of each stored Job, made as
-the Job controller would, is accepted. Then what "admit only what can start" must show: a missing
+the Job controller would (as the Job controller's ServiceAccount), is accepted. Then what "admit only what can start" must show: a missing
 PriorityClass, a missing dataset claim and a gang bigger than the usable part of a rack are refused
 with their names, and `check --old` gives the server's decision on an UPDATE.
 """
@@ -21,6 +21,7 @@ from kube_compare import Outcome, check_records, loose, normalized, predicted, r
 from kube_fixtures import APISERVER, BARE_NS, PHASES, RENDER_NS
 
 pytestmark = APISERVER
+JOB_CONTROLLER = "system:serviceaccount:kube-system:job-controller"  # the Job controller's own account
 
 
 def corpus() -> list[dict]:
@@ -87,8 +88,10 @@ def test_stored_equals_predicted_and_each_stored_job_can_start_a_pod(phase, webh
             outcomes.append(out)
             if out.stored is not None:
                 created.append(out.stored)
+        job_controller = http.impersonate(JOB_CONTROLLER)  # who creates a Job's Pods in a cluster
         for stored in [o.stored for o in outcomes if o.stored is not None and o.stored["kind"] == "Job"]:
-            created.append(http.create(job_pod(stored, 0)))  # refused at create if, e.g., its PriorityClass is missing
+            # refused at create if, e.g., its PriorityClass is missing
+            created.append(job_controller.create(job_pod(stored, 0)))
         results = _reconcile(webhook, policy)
         for out in outcomes:
             for companion in out.record.get("companions") or []:
@@ -159,7 +162,7 @@ def test_a_missing_priority_class_is_refused_by_name_until_it_exists(webhook, cl
     http.create(pc)
     try:  # the live view's watch sees the new class; the same Job is then stored, and its Pod accepted
         stored = wait_until(lambda: http.create(urgent), timeout=30, what="the Job admitted once its class exists")
-        created = http.create(job_pod(stored, 0))
+        created = http.impersonate(JOB_CONTROLLER).create(job_pod(stored, 0))
         http.delete(created)
         http.delete(stored, propagation="Background")
     finally:
