@@ -207,3 +207,12 @@ def test_an_update_that_changes_no_count_runs_no_size_rule(policies):
     new["metadata"].setdefault("labels", {})["team"] = "nlp"
     d = update(policy, old, new)
     assert d.allowed and d.violations == []
+
+
+def test_an_elastic_job_resized_within_its_bounds_keeps_its_gang(policies):
+    """The training operator's elastic ImageNet PyTorchJob (minReplicas 1, maxReplicas 3) gangs its minimum:
+    its workers going 2 -> 3 leave the gang (and its minAvailable) as they were, whatever the backend."""
+    elastic = example("operators/kubeflow-training-operator-v1/examples/pytorch_elastic_imagenet.yaml")
+    for name in ("coscheduling", "volcano", "native-podgroup", "kueue"):
+        d = _resized(policies[name], elastic, [(("spec", "pytorchReplicaSpecs", "Worker", "replicas"), 3)])
+        assert d.allowed and "resized from 2 to 3 Pods" in d.reason, (name, d.violations)

@@ -204,9 +204,10 @@ def test_a_gang_bigger_than_the_usable_part_of_a_rack_is_refused_naming_the_node
         http.delete(obj, propagation="Background")
 
 
-def test_check_gives_the_servers_decision_on_an_update(webhook, cluster, tmp_path):
-    """A parallelism scale-up to 40: the apiserver's /validate UPDATE refuses it on quota, and
-    `trainadmit check --old` (and check on the AdmissionReview) says the same."""
+def test_check_gives_the_servers_decision_on_an_update(webhook, cluster, snapshot, tmp_path):
+    """A parallelism scale-up to 40: the apiserver's /validate UPDATE refuses it on quota and on every other
+    rule that depends on the size (the rack, the gang's shape), and `trainadmit check --old` with a snapshot
+    of the cluster (and check on the AdmissionReview) says the same."""
     http = cluster.http
     webhook.use("coscheduling")
     stored = http.create(job(name="scale-me", namespace="team-nlp", workers=4))
@@ -218,19 +219,20 @@ def test_check_gives_the_servers_decision_on_an_update(webhook, cluster, tmp_pat
         assert err.value.status == 403
         (tmp_path / "old.yaml").write_text(json.dumps(stored))
         (tmp_path / "new.yaml").write_text(json.dumps(scaled))
+        view = [arg for path in snapshot for arg in ("--cluster", path)]
         r = run_cli("check", str(tmp_path / "new.yaml"), "--old", str(tmp_path / "old.yaml"), "-p",
-                    str(webhook.policy_dir), "-o", "json")
+                    str(webhook.policy_dir), "-o", "json", *view)
         assert r.returncode == 1, r.stdout + r.stderr
         [record] = json.loads(r.stdout)
         rules = {v["rule"] for v in record["violations"]}
-        assert {"quota.workers-per-job", "quota.gpus-per-job", "quota.namespace-hard"} <= rules
+        assert {"quota.workers-per-job", "quota.gpus-per-job", "quota.namespace-hard", "topology.domain-fit"} <= rules
         for v in record["violations"]:
             assert f"[{v['rule']}] {v['path']}: {v['message']}" in err.value.message
         review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
                   "request": {"uid": "u", "operation": "UPDATE", "namespace": "team-nlp", "object": scaled,
                               "oldObject": stored}}
         (tmp_path / "review.json").write_text(json.dumps(review))
-        r = run_cli("check", str(tmp_path / "review.json"), "-p", str(webhook.policy_dir), "-o", "json")
+        r = run_cli("check", str(tmp_path / "review.json"), "-p", str(webhook.policy_dir), "-o", "json", *view)
         assert r.returncode == 1 and json.loads(r.stdout)[0]["violations"] == record["violations"]
     finally:
         http.delete(stored, propagation="Background")

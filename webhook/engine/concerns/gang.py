@@ -293,6 +293,8 @@ def _resize(ctx: Context, view: Workload) -> None:
     backend = resize.created_gang
     gang = view.adapter.gang(backend)
     follow = gang.follow
+    if resize.gang_size[0] == resize.gang_size[1] and follow is not Follow.size_field:
+        return  # the gang keeps its size (more Pods of an elastic job beyond its minimum)
     if follow is Follow.never:
         ctx.report(RESIZE_NOT_FOLLOWED, where,
                    f"its {backend} gang keeps {resize.gang_size[0]} Pods: {gang.resize_reason}", recreate)
