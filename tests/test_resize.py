@@ -216,3 +216,15 @@ def test_an_elastic_job_resized_within_its_bounds_keeps_its_gang(policies):
     for name in ("coscheduling", "volcano", "native-podgroup", "kueue"):
         d = _resized(policies[name], elastic, [(("spec", "pytorchReplicaSpecs", "Worker", "replicas"), 3)])
         assert d.allowed and "resized from 2 to 3 Pods" in d.reason, (name, d.violations)
+
+
+def test_a_gang_minimum_of_the_users_own_stays_theirs(policies):
+    """Volcano's MindSpore example with a gang minimum of its own (spec.minAvailable 2 of its 3 Pods): growing
+    a task keeps the user's minimum, for Volcano's job controller to follow; a minimum above the new size
+    could never start and is refused."""
+    vjob = example("operators/volcano/examples/mindspore-gpu.yaml")
+    vjob["spec"]["minAvailable"] = 2
+    replicas = ("spec", "tasks", 1, "replicas")
+    assert _resized(policies["volcano"], vjob, [(replicas, 3)]).allowed
+    text = _only_follow(_resized(policies["volcano"], vjob, [(replicas, 3), (("spec", "minAvailable"), 5)]))
+    assert "the gang needs 5 Pods (spec.minAvailable) and the Job now runs 4: it could never start" in text

@@ -126,7 +126,9 @@ class ResizePlan:
     created_gang: str | None = None
     size_field: Path | None = None
     size_values: tuple[object, object] = (None, None)
-    needed: int = 0  # the gang size the workload needs now, whatever its size field says
+    # the gang size the workload needed before and needs now, whatever its size field says: the size field
+    # held the whole workload when it equalled the first (as trainadmit writes it), else a minimum of the user's
+    needed: tuple[int, int] = (0, 0)
 
     @property
     def added_gpus(self) -> int:
@@ -267,6 +269,13 @@ def _without(obj: dict, path: Path) -> dict:
     return out
 
 
+def _needed(workload: Workload, size_field: Path) -> int:
+    """The gang size ``workload`` needs with nothing in its gang's size field (the whole gang, as the adapter
+    counts it)."""
+    bare = _without(workload.obj, size_field)
+    return workload.adapter.gang_size(bare, workload.adapter.templates(bare))
+
+
 def plan_resize(before: tuple[Workload, Resolved] | None, workload: Workload, resolved: Resolved,
                 policy: PolicySet) -> ResizePlan | None:
     """What an UPDATE changes in the workload's size, or None when it changes none of its counts. ``before``
@@ -279,13 +288,12 @@ def plan_resize(before: tuple[Workload, Resolved] | None, workload: Workload, re
     created_gang = None if not isinstance(created, str) else "" if created == "none" else created
     size_field: Path | None = None
     values: tuple[object, object] = (None, None)
-    needed = workload.gang_size
+    needed = (old.gang_size if old is not None else 0, workload.gang_size)
     if created_gang:
         size_field = workload.adapter.gang(created_gang).size_path
         if size_field is not None:
             values = (get_path(old.obj, size_field) if old is not None else None, get_path(workload.obj, size_field))
-            bare = _without(workload.obj, size_field)
-            needed = workload.adapter.gang_size(bare, workload.adapter.templates(bare))
+            needed = (_needed(old, size_field) if old is not None else 0, _needed(workload, size_field))
     grown = (resolved.total_gpus > old_r.total_gpus or resolved.gpu_pods > old_r.gpu_pods
              or resolved.pods > old_r.pods)
     return ResizePlan((old_r.pods, resolved.pods), (old_r.gpu_pods, resolved.gpu_pods),

@@ -293,7 +293,7 @@ def _resize(ctx: Context, view: Workload) -> None:
     backend = resize.created_gang
     gang = view.adapter.gang(backend)
     follow = gang.follow
-    if resize.gang_size[0] == resize.gang_size[1] and follow is not Follow.size_field:
+    if resize.needed[0] == resize.needed[1]:
         return  # the gang keeps its size (more Pods of an elastic job beyond its minimum)
     if follow is Follow.never:
         ctx.report(RESIZE_NOT_FOLLOWED, where,
@@ -305,12 +305,13 @@ def _resize(ctx: Context, view: Workload) -> None:
     elif follow is Follow.size_field and resize.size_field is not None:
         before, now = resize.size_values
         field = field_path(resize.size_field)
-        whole = str(before) == str(resize.gang_size[0])  # the gang was the whole workload, as trainadmit writes it
-        wanted = _as_field(resize.size_field, resize.needed)
+        whole = str(before) == str(resize.needed[0])  # the gang was the whole workload, as trainadmit writes it
+        wanted = _as_field(resize.size_field, resize.needed[1])
         if whole and str(now) != str(wanted):
             ctx.report(RESIZE_NOT_FOLLOWED, field,
                        f"{field} is still {now}: {view.adapter.operator} sizes the {backend} gang from it, so the "
-                       f"gang would keep {before} of {resize.needed} Pods", f"set {field}: {wanted} in the same change")
+                       f"gang would keep {before} of {resize.needed[1]} Pods",
+                       f"set {field}: {wanted} in the same change")
         elif not whole and isinstance(now, int) and now > resize.pods[1]:
             ctx.report(RESIZE_NOT_FOLLOWED, field,
                        f"the gang needs {now} Pods ({field}) and the {kind} now runs {resize.pods[1]}: it could "
