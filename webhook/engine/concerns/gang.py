@@ -345,16 +345,24 @@ def validate(ctx: Context, view: Workload) -> None:
 
 
 def colocation_method(ctx: Context) -> str:
-    """How workers are colocated: the policy's choice, or (auto) what the backend understands. A native
-    PodGroup's topology constraint needs the TopologyAwareWorkloadScheduling gate (the apiserver drops
-    it otherwise), so without the gate in the policy auto falls back to pod affinity."""
+    """How workers are colocated: the policy's choice, or (auto) the method the cluster's scheduler can
+    hold to its promise: all workers in one domain once one has room, none bound while none has.
+
+    A native gang's PodGroup topology constraint does (the scheduler tries each domain); the apiserver
+    drops it without the TopologyAwareWorkloadScheduling gate. Without the gate auto adds no colocation
+    rather than required pod affinity: with pod affinity the first worker picks its domain alone, and
+    when that domain is too small kube-scheduler 1.36 binds none of a native gang for good although
+    another domain fits it (and, with no gang enforced, binds the workers that fit and leaves the rest
+    waiting, holding GPUs). The topology concern says so when it applies (``topology.colocation-risk``).
+    Other backends' schedulers only understand pod affinity (Kueue: its own topology-aware admission).
+    """
     platform = ctx.policy.platform
     gang = platform.gang
     if gang.topologyMethod != "auto":
         return gang.topologyMethod
-    if gang.backend is GangBackend.native and TOPOLOGY_GATE not in platform.featureGates:
-        return "podAffinity"
-    return {GangBackend.native: "native", GangBackend.kueue: "kueue"}.get(gang.backend, "podAffinity")
+    if gang.backend is GangBackend.native:
+        return "native" if TOPOLOGY_GATE in platform.featureGates else "none"
+    return {GangBackend.kueue: "kueue"}.get(gang.backend, "podAffinity")
 
 
 CONCERN = Concern("gang", rules=(COMPLETION_MODE, PARALLELISM_COMPLETIONS, NAME_REQUIRED, FOREIGN_BACKEND,
