@@ -307,10 +307,12 @@ def webhook(control_plane: ControlPlane, cluster: Cluster, tmp_path_factory) -> 
 # ---- the outcome tier: the real Job controller and scheduler --------------------------------------
 
 # One control plane with controllers for the outcome tier: 1.36 with native gang scheduling and its
-# alpha companions on (the PodGroup topology constraint, the Job controller's own Workloads), as a
-# platform would run it to use trainadmit's native backend. Its tests share it (one xdist group).
+# alpha companions on (the PodGroup topology constraint, the Job controller's own Workloads, preemption
+# of whole gangs), as a platform would run it to use trainadmit's native backend (the set JobSet's
+# workload-aware-scheduling example runs kind with). Its tests share it (one xdist group).
 GANG_FEATURES = ClusterFeatures(
-    "gang", feature_gates=("GenericWorkload", "GangScheduling", "TopologyAwareWorkloadScheduling", "WorkloadWithJob"),
+    "gang", feature_gates=("GenericWorkload", "GangScheduling", "TopologyAwareWorkloadScheduling", "WorkloadWithJob",
+                           "WorkloadAwarePreemption"),
     runtime_config=("scheduling.k8s.io/v1alpha2=true",))
 OUTCOME = pytest.mark.xdist_group("outcome-gang")
 OUTCOME_SKIP_REASON = (f"{ASSETS_ENV} has no kube-scheduler and kube-controller-manager: the outcome tier needs Pods "
@@ -327,6 +329,9 @@ OUTCOME_PHASES: dict[str, dict] = {
     # the platform asks for required pod affinity explicitly
     "pod-affinity": {"kubernetesVersion": "1.36", "featureGates": OUTCOME_GATES,
                      "gang": {**BACKENDS["native-podgroup"]["gang"], "topologyMethod": "podAffinity"}},
+    # higher tiers preempt whole gangs of lower ones
+    "preemption": {"kubernetesVersion": "1.36", "featureGates": [*OUTCOME_GATES, TOPOLOGY_GATE, "WorkloadAwarePreemption"],
+                   "gang": {**BACKENDS["native-podgroup"]["gang"], "disruptionMode": "all"}},
     # the Job controller's own gang (WorkloadWithJob), as the bundled 1.37 policy's nativeMode asks
     "job-scheduling": {"kubernetesVersion": "1.36", "featureGates": [*OUTCOME_GATES, TOPOLOGY_GATE],
                        **BACKENDS["native-job"]},

@@ -198,8 +198,10 @@ def _templates(ctx: Context, backend: GangBackend, size: int, source: Source) ->
         for t in templates:
             keep_or_set(ctx, (*t.spec_path, "schedulingGroup"), {"podGroupName": pg_name}, source)
         api = ctx.policy.podgroup_api
-        _companion(ctx, {"apiVersion": api, "kind": "PodGroup", "metadata": {"name": pg_name},
-                         "spec": _native_spec(ctx, size, api)}, source)
+        spec = _native_spec(ctx, size, api)
+        if r.tier is not None:  # the gang's own priority: workload-aware preemption reads it, not the Pods'
+            spec["priorityClassName"] = r.tier[1].className
+        _companion(ctx, {"apiVersion": api, "kind": "PodGroup", "metadata": {"name": pg_name}, "spec": spec}, source)
     elif backend is GangBackend.coscheduling:
         for t in templates:
             keep_or_set(ctx, (*t.meta_path, "labels", POD_GROUP_LABEL), name, source)
