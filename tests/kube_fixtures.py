@@ -372,8 +372,21 @@ def install_deploy_objects(cp: ControlPlane) -> None:
     cp.apply(nets)
 
 
+PROBE_NS = "team-probe"
+
+
+def intent_probe() -> dict:
+    """A CPU Job with trainadmit intent: matched by both webhooks and admitted even before any GPU node exists
+    (a GPU probe is refused by the mutating webhook then, and never reaches the validating one)."""
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "probe", "namespace": PROBE_NS, "labels": {"trainadmit.io/probe": "true"}},
+            "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
+                {"name": "c", "image": "busybox", "resources": {"limits": {"cpu": "1"}}}]}}}}
+
+
 def start_trainadmit(cp: ControlPlane, base: Path, phases: dict[str, dict], phase: str,
-                     extra_args: tuple[str, ...] = ()) -> tuple[Webhook, list[dict]]:
+                     extra_args: tuple[str, ...] = (), extra_policy: list[dict] | None = None,
+                     workers: int = 1) -> tuple[Webhook, list[dict]]:
     """``trainadmit serve`` as the deploy/ ServiceAccount, registered with deploy/'s webhook configurations."""
     from server_util import Server
 
@@ -381,21 +394,16 @@ def start_trainadmit(cp: ControlPlane, base: Path, phases: dict[str, dict], phas
 
     certs = base / "certs"
     pki.issue(certs, "trainadmit", SYSTEM_NS, ips=["127.0.0.1"])
-    policy_dir = write_policy(base / "policies", phases[phase], [])
+    policy_dir = write_policy(base / "policies", phases[phase], extra_policy or [])
     kubeconfig = cp.service_account_kubeconfig(base / "kubeconfig", SYSTEM_NS, "trainadmit")
-    server = Server(policy_dir, certs, workers=1, extra=["--cluster-live", "--graceful-timeout", "1",
+    server = Server(policy_dir, certs, workers=workers, extra=["--cluster-live", "--graceful-timeout", "1",
                                                          "--namespace", SYSTEM_NS, *extra_args],
                     env_extra={"KUBECONFIG": str(kubeconfig), "POD_NAME": "trainadmit-outcome"})
     try:
         server.wait_ready(timeout=60)
-        cp.ensure_namespace("team-probe")
-        # a CPU Job with intent: matched and admitted before any GPU node exists
-        probe = {"apiVersion": "batch/v1", "kind": "Job",
-                 "metadata": {"name": "probe", "namespace": "team-probe", "labels": {"trainadmit.io/probe": "true"}},
-                 "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
-                     {"name": "c", "image": "busybox", "resources": {"limits": {"cpu": "1"}}}]}}}}
-        configs = register_webhooks(cp, server.port, (certs / "ca.crt").read_bytes(), "team-probe", probe)
-        hook = Webhook(server, policy_dir, kubeconfig, phases=phases, extra=[])
+        cp.ensure_namespace(PROBE_NS)
+        configs = register_webhooks(cp, server.port, (certs / "ca.crt").read_bytes(), PROBE_NS, intent_probe())
+        hook = Webhook(server, policy_dir, kubeconfig, phases=phases, extra=extra_policy or [])
         hook.use(phase)
     except BaseException:
         server.stop()

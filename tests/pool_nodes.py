@@ -93,17 +93,27 @@ def pool_node(pool: PoolSpec, shape: NodeShape) -> dict:
 def domains(prefix: str, level: str, sizes: Sequence[int], *, outer: Mapping[str, str] | None = None,
             cordoned: Iterable[str] = (), not_ready: Iterable[str] = (),
             images: Mapping[str, Sequence[str]] | None = None) -> list[NodeShape]:
-    """Nodes in domains of ``level`` named ``<prefix>-a``, ``<prefix>-b``… with ``sizes[i]`` nodes each
+    """Nodes in domains of ``level`` named ``<prefix>-a``, ``<prefix>-b``… (``-aa`` after ``-z``) with ``sizes[i]`` nodes each
     (``<prefix>-a0``…). ``outer`` puts them all in one domain of other levels (e.g. one zone);
     ``cordoned``/``not_ready`` name nodes; ``images`` maps a domain name to images its nodes hold."""
     cordoned, not_ready, images = set(cordoned), set(not_ready), dict(images or {})
     out = []
     for i, size in enumerate(sizes):
-        domain = f"{prefix}-{chr(ord('a') + i)}"
+        domain = f"{prefix}-{_letters(i)}"
         for n in range(size):
             name = f"{domain}{n}"
             out.append(NodeShape(name, {**(outer or {}), level: domain}, cordoned=name in cordoned,
                                  ready=name not in not_ready, images=tuple(images.get(domain, ()))))
+    return out
+
+
+def _letters(i: int) -> str:
+    """a, b, … z, aa, ab, …: domain names that stay valid label values for any number of domains."""
+    out = ""
+    i += 1
+    while i:
+        i, r = divmod(i - 1, 26)
+        out = chr(ord("a") + r) + out
     return out
 
 
