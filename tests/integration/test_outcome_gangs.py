@@ -140,11 +140,11 @@ def test_a_gang_no_ready_rack_can_hold_is_refused_naming_the_node(cp, hook):
 
 # ---- no topology gate declared: what trainadmit chooses instead -----------------------------------------
 
-@pytest.mark.parametrize("shape", [FITS, RACK_BUSY], ids=lambda sh: sh.name.replace(" ", "-"))
+@pytest.mark.parametrize("shape", [FITS, RACK_BUSY, CORDONED], ids=lambda sh: sh.name.replace(" ", "-"))
 def test_without_the_topology_gate_the_gang_starts_as_soon_as_the_pool_has_room(cp, hook, shape):
     """Required pod affinity with a native gang never starts when the first worker's best node is in the
     smaller rack (0 of 4 bound for good, rack a free). trainadmit must not choose it silently."""
-    with scene(cp, hook, "no-topology-gate", shape, f"ng{len(shape.held)}") as s:
+    with scene(cp, hook, "no-topology-gate", shape, f"ng{len(shape.held)}{len(shape.cordoned)}") as s:
         sub, v = _submit_and_decide(cp, s)
         assert sub.admitted, sub.error
         assert judge(s, v, WORKERS, colocated=False) == "all"
