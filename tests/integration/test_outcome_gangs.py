@@ -171,3 +171,13 @@ def test_workers_without_a_gang_do_not_start_partially_in_a_rack_too_small(cp, h
         sub, v = _submit_and_decide(cp, s, completions=WORKERS + 1, annotations={"trainadmit.io/gang": "false"})
         assert sub.admitted, sub.error
         assert judge(s, v, WORKERS, colocated=False) == "all"
+
+
+def test_native_job_scheduling_on_136_is_refused_before_any_pod_exists(cp, hook):
+    """``nativeMode: job-scheduling`` writes Job.spec.scheduling, which exists from 1.37 only: the 1.36
+    apiserver drops it, and /validate refuses the Job that would run without its gang."""
+    with scene(cp, hook, "job-scheduling", FITS, "jobsch") as s:
+        sub, _ = _submit_and_decide(cp, s)
+        assert not sub.admitted and "[gang.membership-lost]" in sub.error, sub.error
+        assert any("[gang.cluster-support]" in w and "needs Kubernetes 1.37" in w for w in sub.warnings), sub.warnings
+        assert s.http.list("v1", "Pod", s.namespace)["items"] == []

@@ -109,14 +109,19 @@ def test_a_higher_tier_gang_preempts_a_whole_lower_tier_gang_and_a_constrained_o
         normal = gpu_job("normal", s.namespace, 2, annotations={**any_level, "trainadmit.io/priority": "normal"})
         assert submit(cp, normal).admitted
 
-        def victims() -> list[dict] | None:
-            pods = s.http.list("v1", "Pod", s.namespace, labelSelector=f"{JOB_NAME_LABEL}=low")["items"]
-            marked = [p for p in pods if _disrupted(p)]  # then deleted: wait until each marked one is
-            return pods if marked and all(p["metadata"].get("deletionTimestamp") for p in marked) else None
+        def low_gang() -> list[dict]:
+            return s.http.list("v1", "Pod", s.namespace, labelSelector=f"{JOB_NAME_LABEL}=low")["items"]
 
-        pods = wait_until(victims, timeout=90, what="the scheduler preempting the low tier's gang")
-        assert sorted(p["metadata"]["name"] for p in pods if _disrupted(p) and p["metadata"].get(
-            "deletionTimestamp")) == sorted(low_pods), "the whole lower-tier gang is preempted, never a part of it"
+        def whole_gang_preempted() -> list[dict] | None:  # the scheduler marks, then deletes, Pod by Pod
+            pods = low_gang()
+            gone = [p for p in pods if _disrupted(p) and p["metadata"].get("deletionTimestamp")]
+            return pods if sorted(p["metadata"]["name"] for p in gone) == sorted(low_pods) else None
+
+        try:
+            pods = wait_until(whole_gang_preempted, timeout=90, what="the whole lower-tier gang preempted")
+        except AssertionError:
+            marked = sorted(p["metadata"]["name"] for p in low_gang() if _disrupted(p))
+            raise AssertionError(f"the lower-tier gang was preempted in part: {marked} of {sorted(low_pods)}") from None
         for p in pods:  # as the kubelet would once the containers stopped
             s.http.request("DELETE", s.http.path_for("v1", "Pod", s.namespace, p["metadata"]["name"]),
                            {"gracePeriodSeconds": 0})

@@ -45,6 +45,15 @@ TOPOLOGY_GATE = "TopologyAwareWorkloadScheduling"
 # the scheduler's gang plugin: its own alpha gate in 1.35 and 1.36, part of GenericWorkload from 1.37 (KEP-4671)
 GANG_GATE = "GangScheduling"
 GANG_GATE_MERGED = (1, 37)
+# workload-aware preemption (KEP-5710): its own alpha gate in 1.36, part of GenericWorkload from 1.37; without
+# it a 1.36 apiserver drops a PodGroup's priorityClassName (measured on 1.36.2)
+PREEMPTION_GATE = "WorkloadAwarePreemption"
+
+
+def podgroup_priority_served(platform: PlatformSpec) -> bool:
+    """Whether the target cluster keeps a native PodGroup's own priority (``spec.priorityClassName``)."""
+    version = tuple(int(x) for x in platform.kubernetesVersion.split("."))
+    return version >= GANG_GATE_MERGED or PREEMPTION_GATE in platform.featureGates
 
 
 def native_podgroup_api(kubernetes_version: str) -> str | None:

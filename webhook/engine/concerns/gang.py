@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 
-from ...policy.policyset import TOPOLOGY_GATE
+from ...policy.policyset import TOPOLOGY_GATE, podgroup_priority_served
 from ...policy.vocab import Action, Enforceable, GangBackend
 from ..concern import Concern, rule
 from ..context import Context
@@ -199,7 +199,9 @@ def _templates(ctx: Context, backend: GangBackend, size: int, source: Source) ->
             keep_or_set(ctx, (*t.spec_path, "schedulingGroup"), {"podGroupName": pg_name}, source)
         api = ctx.policy.podgroup_api
         spec = _native_spec(ctx, size, api)
-        if r.tier is not None:  # the gang's own priority: workload-aware preemption reads it, not the Pods'
+        # the gang's own priority: workload-aware preemption reads it, not its Pods' (a cluster without that
+        # preemption drops the field, and the reconciler's PodGroup would differ from the decision's)
+        if r.tier is not None and podgroup_priority_served(ctx.policy.platform):
             spec["priorityClassName"] = r.tier[1].className
         _companion(ctx, {"apiVersion": api, "kind": "PodGroup", "metadata": {"name": pg_name}, "spec": spec}, source)
     elif backend is GangBackend.coscheduling:
