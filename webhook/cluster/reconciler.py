@@ -26,7 +26,7 @@ def podgroup_kinds() -> list[tuple[str, str, str]]:
     """(group, version, plural) of every kind whose workloads may need a PodGroup from the reconciler."""
     out = []
     for adapter in ADAPTERS:
-        if any(g.method in (GangMethod.job, GangMethod.templates) for g in adapter.gangs.values()):
+        if any(g.method is GangMethod.templates for g in adapter.gangs.values()):
             out.extend((adapter.group, v, adapter.plural) for v in adapter.versions)
     return out
 

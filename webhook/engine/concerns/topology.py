@@ -12,14 +12,14 @@ from math import ceil
 
 from ...policy.policyset import TOPOLOGY_GATE
 from ...policy.vocab import Action, GangBackend
-from ..concern import Concern, rule
+from ..backends import KUEUE_REQUIRED_TOPOLOGY
+from ..concern import Concern
 from ..context import Context
 from ..decision import Source
 from ..paths import field_path
-from ..workloads import PodTemplate, Workload
-from .gang import colocation_method
-
-KUEUE_REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
+from ..reads import Reads
+from ..rule import rule
+from ..workloads import GroupedGangs, PodTemplate, Workload, capable
 
 WHOLE_NODE = rule("topology.whole-node", Action.deny,
                   "a multi-pod Job whose GPUs per pod differ from the pool's per node")
@@ -33,32 +33,30 @@ COLOCATION_RISK = rule("topology.colocation-risk", Action.warn,
 
 
 def mutate(ctx: Context) -> None:
-    """Colocate the workers at the requested level, with the mechanism the gang backend understands:
-    the native gang's topology constraint (written by the gang concern), Kueue's TAS annotation, or
-    a required pod affinity on the level's node label with the Job's own pods; warn where the method
-    cannot guarantee the outcome (see :func:`_report_risk`)."""
-    r = ctx.resolved
-    if r.level is None or r.gpu_pods <= 1:
+    """Colocate the workers at the requested level, with the mechanism the plan chose
+    (``plan.plan_colocation``): the native gang's topology constraint (written by the gang concern with the
+    gang), Kueue's TAS annotation, or a required pod affinity on the level's node label with the workload's
+    own pods; warn where the method cannot guarantee the outcome (see :func:`_report_risk`)."""
+    r, colocation = ctx.resolved, ctx.plan.colocation
+    level = colocation.level
+    if colocation.method is None or level is None:
         return
-    method = colocation_method(ctx)
+    _report_risk(ctx, colocation.method)
     index = next(i for i, lv in enumerate(r.pool.topology.levels) if lv.name == r.level_name)  # type: ignore[union-attr]
     source = ctx.pool_source("spec", "topology", "levels", index, "nodeLabel", note=f"level {r.level_name}")
-    _report_risk(ctx, method)
-    if method == "kueue":
+    if colocation.method == "kueue":
         for template in ctx.pool_templates:
             path = (*template.meta_path, "annotations", KUEUE_REQUIRED_TOPOLOGY)
             if ctx.patcher.get(path) is None:
-                ctx.inject(path, r.level.nodeLabel, "topology", source)
+                ctx.inject(path, level.nodeLabel, "topology", source)
             else:
                 ctx.satisfied("topology")
-    elif method == "podAffinity":
-        _pod_affinity(ctx, r.level.nodeLabel, source)
-    elif method == "native":
-        if ctx.policy.platform.gang.backend.value != "native" or not r.gang:
-            ctx.report(COLOCATION_UNAVAILABLE, "spec.scheduling",
-                       "the native topology constraint needs the native gang backend", "")
-        elif ctx.gang_backend is not None:
-            ctx.satisfied("topology")  # the gang concern wrote the constraint with the gang
+    elif colocation.method == "podAffinity":
+        _pod_affinity(ctx, level.nodeLabel, source)
+    elif colocation.unavailable:
+        ctx.report(COLOCATION_UNAVAILABLE, "spec.scheduling", colocation.unavailable, "")
+    elif colocation.by_gang:
+        ctx.satisfied("topology")  # the gang concern writes the constraint with the gang
 
 
 def _report_risk(ctx: Context, method: str) -> None:
@@ -95,11 +93,11 @@ def _report_risk(ctx: Context, method: str) -> None:
 
 def _pod_affinity(ctx: Context, node_label: str, source: Source) -> None:
     """Required pod affinity of every GPU Pod to the workload's other GPU Pods on the level's node
-    label: the first Pod of a group that matches its own term is schedulable, so the gang can start.
-    The Pods are selected by a label their operator puts on all of them with the workload's name (a
-    Job's ``batch.kubernetes.io/job-name``, a JobSet's ``jobset.sigs.k8s.io/jobset-name``…), or by
-    trainadmit's own workload label when the operator sets none; a LeaderWorkerSet colocates each
-    group on its own (``matchLabelKeys`` on the group index)."""
+    label (the first Pod of a group that matches its own term is schedulable; whether the rest fit its
+    domain is not known then: :func:`_report_risk`). The Pods are selected by a label their operator
+    puts on all of them with the workload's name (a Job's ``batch.kubernetes.io/job-name``, a JobSet's
+    ``jobset.sigs.k8s.io/jobset-name``…), or by trainadmit's own workload label when the operator sets
+    none; a LeaderWorkerSet colocates each group on its own (``matchLabelKeys`` on the group index)."""
     r, w = ctx.resolved, ctx.workload
     if w.name is None:
         ctx.report(COLOCATION_UNAVAILABLE, "metadata.name",
@@ -112,7 +110,7 @@ def _pod_affinity(ctx: Context, node_label: str, source: Source) -> None:
         for template in ctx.pool_templates:
             ctx.inject((*template.meta_path, "labels", label), workload_label_value(w.name), "topology", source)
     term: dict = {"labelSelector": {"matchLabels": {label: workload_label_value(w.name)}}, "topologyKey": node_label}
-    if w.adapter.group_label:
+    if capable(w.adapter, GroupedGangs):
         term["matchLabelKeys"] = [w.adapter.group_label]
     for template in ctx.pool_templates:
         path = (*template.spec_path, "affinity", "podAffinity", "requiredDuringSchedulingIgnoredDuringExecution")
@@ -181,4 +179,6 @@ def validate(ctx: Context, view: Workload) -> None:
 
 
 CONCERN = Concern("topology", rules=(WHOLE_NODE, SINGLE_NODE_FIT, DOMAIN_FIT, COLOCATION_UNAVAILABLE, COLOCATION_RISK),
-                  mutate=mutate, validate=validate)
+                  mutate=mutate, validate=validate,
+                  reads=Reads(metadata=("labels", "annotations", "name"), annotations=(KUEUE_REQUIRED_TOPOLOGY,),
+                              pod=("affinity",), container=("resources",)))
