@@ -27,9 +27,20 @@ from pathlib import Path
 
 import pytest
 from conftest import BACKENDS, FIXTURES, ROOT, write_policy
-from controlplane import ASSETS_ENV, ControlPlane, ControlPlaneError, KubeHTTP, assets_from_env, load_manifests
+from controlplane import (
+    ASSETS_ENV,
+    ClusterFeatures,
+    ControlPlane,
+    ControlPlaneError,
+    KubeHTTP,
+    SchedulingControlPlane,
+    assets_from_env,
+    load_manifests,
+    scheduling_assets_from_env,
+)
 
 from trainadmit.engine import load_policy
+from trainadmit.policy.policyset import TOPOLOGY_GATE
 
 APISERVER = pytest.mark.xdist_group("apiserver")
 # One apiserver for the tier: the gates serve scheduling.k8s.io/v1alpha2 (native PodGroups) and keep
@@ -231,10 +242,13 @@ class Webhook:
     policy_dir: Path
     kubeconfig: Path  # deploy/'s ServiceAccount, with a real token: what the server runs as
     phase: str = ""
+    phases: dict[str, dict] | None = None  # default: PHASES, with EXTRA_POLICY
+    extra: list[dict] | None = None
 
     def use(self, phase: str) -> object:
         """Serve the policy of ``phase`` (see PHASES); return it once the server serves that generation."""
-        write_policy(self.policy_dir, PHASES[phase], EXTRA_POLICY)
+        phases, extra = self.phases or PHASES, EXTRA_POLICY if self.extra is None else self.extra
+        write_policy(self.policy_dir, phases[phase], extra)
         policy = load_policy(self.policy_dir)
         client = self.server.client(keep_alive=False)  # type: ignore[attr-defined]
 
@@ -251,12 +265,14 @@ class Webhook:
         return policy
 
 
-def register_webhooks(cp: ControlPlane, port: int, ca_pem: bytes, probe_namespace: str) -> list[dict]:
-    """deploy/base/webhooks.yaml verbatim but for clientConfig; returns when the apiserver calls both."""
+def register_webhooks(cp: ControlPlane, port: int, ca_pem: bytes, probe_namespace: str,
+                      probe: dict | None = None) -> list[dict]:
+    """deploy/base/webhooks.yaml verbatim but for clientConfig; returns when the apiserver calls both.
+    The ``probe`` (default: a one-GPU Job) must be matched and admitted by the mutating webhook."""
     configs = cp.register_webhooks(DEPLOY / "webhooks.yaml", f"https://127.0.0.1:{port}", ca_pem)
-    probe = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "probe", "namespace": probe_namespace},
-             "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
-                 {"name": "c", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}}
+    probe = probe or {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "probe", "namespace": probe_namespace},
+                      "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
+                          {"name": "c", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}}
     cp.wait_webhooks_active(probe, WEBHOOK_NAMES, timeout=60)
     return configs
 
@@ -286,3 +302,138 @@ def webhook(control_plane: ControlPlane, cluster: Cluster, tmp_path_factory) -> 
         for cfg in configs:  # the validating webhook fails closed: never leave it pointing at a stopped server
             control_plane.http.delete(cfg)
         server.stop()
+
+
+# ---- the outcome tier: the real Job controller and scheduler --------------------------------------
+
+# One control plane with controllers for the outcome tier: 1.36 with native gang scheduling and its
+# alpha companions on (the PodGroup topology constraint, the Job controller's own Workloads, preemption
+# of whole gangs), as a platform would run it to use trainadmit's native backend (the set JobSet's
+# workload-aware-scheduling example runs kind with). Its tests share it (one xdist group).
+GANG_FEATURES = ClusterFeatures(
+    "gang", feature_gates=("GenericWorkload", "GangScheduling", "TopologyAwareWorkloadScheduling", "WorkloadWithJob",
+                           "WorkloadAwarePreemption"),
+    runtime_config=("scheduling.k8s.io/v1alpha2=true",))
+OUTCOME = pytest.mark.xdist_group("outcome-gang")
+OUTCOME_SKIP_REASON = (f"{ASSETS_ENV} has no kube-scheduler and kube-controller-manager: the outcome tier needs Pods "
+                       "made by the real Job controller and bound by the real scheduler (see the README's "
+                       "\"Integration tier\")")
+# the gates each outcome phase declares in Platform.spec.featureGates: what trainadmit is told the cluster runs
+OUTCOME_GATES = ["GenericWorkload", "GangScheduling", "WorkloadWithJob"]
+OUTCOME_PHASES: dict[str, dict] = {
+    # the PodGroup's topology constraint: the gate declared
+    "topology-constraint": {"kubernetesVersion": "1.36", "featureGates": [*OUTCOME_GATES, TOPOLOGY_GATE],
+                            **BACKENDS["native-podgroup"]},
+    # the same cluster, the gate not declared: trainadmit chooses without the constraint
+    "no-topology-gate": {"kubernetesVersion": "1.36", "featureGates": OUTCOME_GATES, **BACKENDS["native-podgroup"]},
+    # the platform asks for required pod affinity explicitly
+    "pod-affinity": {"kubernetesVersion": "1.36", "featureGates": OUTCOME_GATES,
+                     "gang": {**BACKENDS["native-podgroup"]["gang"], "topologyMethod": "podAffinity"}},
+    # higher tiers preempt whole gangs of lower ones
+    "preemption": {"kubernetesVersion": "1.36", "featureGates": [*OUTCOME_GATES, TOPOLOGY_GATE, "WorkloadAwarePreemption"],
+                   "gang": {**BACKENDS["native-podgroup"]["gang"], "disruptionMode": "all"}},
+    # the Job controller's own gang (WorkloadWithJob), as the bundled 1.37 policy's nativeMode asks
+    "job-scheduling": {"kubernetesVersion": "1.36", "featureGates": [*OUTCOME_GATES, TOPOLOGY_GATE],
+                       **BACKENDS["native-job"]},
+}
+
+
+@dataclass
+class OutcomeCluster:
+    """A control plane with the Job controller and the scheduler, deploy/'s objects, and trainadmit
+    registered as deploy/ registers it and running as deploy/ runs it (``serve --cluster-live --reconcile``
+    as its ServiceAccount). Nodes are each test's own (tests/pool_nodes.py)."""
+
+    cp: SchedulingControlPlane
+    webhook: Webhook
+    configs: list[dict]  # the webhook configurations as registered
+
+    @property
+    def http(self) -> KubeHTTP:
+        return self.cp.http
+
+
+def install_deploy_objects(cp: ControlPlane) -> None:
+    """What an operator installs before trainadmit (deploy/'s namespace, ServiceAccount, RBAC and
+    PriorityClasses verbatim), the Multus CRD and the pools' RDMA networks the policy names."""
+    cp.apply(load_manifests(*(DEPLOY / f for f in ("namespace.yaml", "serviceaccount.yaml", "rbac.yaml",
+                                                   "priorityclasses.yaml"))))
+    cp.install_crds(OPERATOR_CRDS / "multus" / "crds")
+    cp.ensure_namespace(SYSTEM_NS)
+    policy = load_policy(ROOT / "policies")
+    nets = []
+    for pool in policy.pools.values():
+        for net in pool.rdma.networks if pool.rdma else []:
+            ns, _, name = net.rpartition("/")
+            cp.ensure_namespace(ns or "default")
+            nets.append({"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
+                         "metadata": {"name": name.split("@")[0], "namespace": ns or "default"},
+                         "spec": {"config": '{"cniVersion": "0.3.1", "type": "ipoib"}'}})
+    cp.apply(nets)
+
+
+PROBE_NS = "team-probe"
+
+
+def intent_probe() -> dict:
+    """A CPU Job with trainadmit intent: matched by both webhooks and admitted even before any GPU node exists
+    (a GPU probe is refused by the mutating webhook then, and never reaches the validating one)."""
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "probe", "namespace": PROBE_NS, "labels": {"trainadmit.io/probe": "true"}},
+            "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
+                {"name": "c", "image": "busybox", "resources": {"limits": {"cpu": "1"}}}]}}}}
+
+
+def start_trainadmit(cp: ControlPlane, base: Path, phases: dict[str, dict], phase: str,
+                     extra_args: tuple[str, ...] = (), extra_policy: list[dict] | None = None,
+                     workers: int = 1) -> tuple[Webhook, list[dict]]:
+    """``trainadmit serve`` as the deploy/ ServiceAccount, registered with deploy/'s webhook configurations."""
+    from server_util import Server
+
+    from trainadmit.certs import pki
+
+    certs = base / "certs"
+    pki.issue(certs, "trainadmit", SYSTEM_NS, ips=["127.0.0.1"])
+    policy_dir = write_policy(base / "policies", phases[phase], extra_policy or [])
+    kubeconfig = cp.service_account_kubeconfig(base / "kubeconfig", SYSTEM_NS, "trainadmit")
+    server = Server(policy_dir, certs, workers=workers, extra=["--cluster-live", "--graceful-timeout", "1",
+                                                         "--namespace", SYSTEM_NS, *extra_args],
+                    env_extra={"KUBECONFIG": str(kubeconfig), "POD_NAME": "trainadmit-outcome"})
+    try:
+        server.wait_ready(timeout=60)
+        cp.ensure_namespace(PROBE_NS)
+        configs = register_webhooks(cp, server.port, (certs / "ca.crt").read_bytes(), PROBE_NS, intent_probe())
+        hook = Webhook(server, policy_dir, kubeconfig, phases=phases, extra=extra_policy or [])
+        hook.use(phase)
+    except BaseException:
+        server.stop()
+        raise
+    return hook, configs
+
+
+def stop_trainadmit(cp: ControlPlane, hook: Webhook, configs: list[dict]) -> None:
+    """Unregister first: the validating webhook fails closed, never leave it pointing at a stopped server."""
+    for cfg in configs:
+        cp.http.delete(cfg)
+    hook.server.stop()  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="session")
+def outcome_cluster(tmp_path_factory) -> Iterator[OutcomeCluster]:
+    """The outcome tier's control plane and trainadmit on it (skipped without the scheduler binaries)."""
+    if not os.environ.get(ASSETS_ENV, "").strip():
+        pytest.skip(SKIP_REASON)
+    if scheduling_assets_from_env() is None:
+        pytest.skip(OUTCOME_SKIP_REASON)
+    cp = SchedulingControlPlane(features=GANG_FEATURES, keep_run_dir=os.environ.get("CONTROLPLANE_KEEP_RUN_DIR") == "1")
+    cp.start()
+    try:
+        install_deploy_objects(cp)
+        hook, configs = start_trainadmit(cp, tmp_path_factory.mktemp("trainadmit-outcome"), OUTCOME_PHASES,
+                                         "topology-constraint", ("--reconcile",))
+        try:
+            yield OutcomeCluster(cp, hook, configs)
+        finally:
+            stop_trainadmit(cp, hook, configs)
+    finally:
+        cp.stop()
