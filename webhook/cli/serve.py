@@ -62,7 +62,7 @@ def _serve(args: argparse.Namespace) -> int:
     if args.manage_certs:
         start_cert_controller(args.namespace, args.service, interval=30.0)
     if args.reconcile:
-        start_reconciler(args.namespace, policy.keys.podgroup)
+        start_reconciler(args.namespace, policy.keys.podgroup, args.policy, args.cluster_max_age)
         start_preflight_status(args.namespace, policy.keys.preflight, policy.keys.applied)
     config = ServerConfig(policy_dir=args.policy, cert_file=args.tls_cert, key_file=args.tls_key,
                           cluster_files=args.cluster or [], reload_interval=args.reload_interval,
@@ -109,16 +109,35 @@ def _elected(namespace: str, lease_name: str, thread_name: str, log_event: str, 
     return stop
 
 
-def start_reconciler(namespace: str, key: str, interval: float = 5.0):
-    """The PodGroup reconciler (it creates the PodGroups the coscheduling and native backends need)."""
+def start_reconciler(namespace: str, key: str, policy_dir: str = "policies", max_age: float = 180.0,
+                     interval: float = 5.0):
+    """The reconciler (the PodGroups the coscheduling and native backends need, the budgets' ResourceQuotas
+    and the reports), on a cluster view of its own that keeps the workloads whole, started once elected."""
+    import threading
+
     from kubernetes import client
 
+    from ..cluster.budget import BUDGET_NAME, BudgetQuotas
     from ..cluster.lease import RECONCILER_LEASE
-    from ..cluster.reconciler import PodGroupReconciler
+    from ..cluster.live import LiveCluster
+    from ..cluster.policy_dir import PolicyDirectory
+    from ..cluster.reconciler import PodGroupReconciler, Reconciler
+    from ..cluster.report_writer import ReportWriter
+    from ..server.metrics import record_report_violations
 
-    return _elected(namespace, RECONCILER_LEASE, "podgroup-reconciler", "reconciler",
-                    lambda lease, me, log: PodGroupReconciler(client.CustomObjectsApi(), lease, key=key, log=log),
-                    interval)
+    def make(lease, me, log):
+        core, custom = client.CoreV1Api(), client.CustomObjectsApi()
+        view = LiveCluster(core, custom=custom, log=log, max_age=max_age,
+                           on_change=lambda what, ns: writer.mark(what, ns), keep_workloads=True)
+        writer = ReportWriter(custom, view, log=log, on_counts=record_report_violations)
+        budgets = BudgetQuotas(core, lambda ns: view.quota_object(ns, BUDGET_NAME), log=log,
+                               ready=lambda: view.synced.is_set() and view.stale() is None)
+        policy = PolicyDirectory(policy_dir, log).current
+        return Reconciler(lease, PodGroupReconciler(custom, None, key=key, log=log), policy,
+                          [("budgets", budgets.step), ("reports", writer.step)], log,
+                          on_elected=lambda: view.start(threading.Event()))
+
+    return _elected(namespace, RECONCILER_LEASE, "podgroup-reconciler", "reconciler", make, interval)
 
 
 def start_preflight_status(namespace: str, key: str, applied_key: str, interval: float = 5.0):

@@ -1,4 +1,7 @@
-"""The PodGroup reconciler: creates the PodGroups that gang backends need, after the workload exists.
+"""The reconciler of the elected replica: PodGroups, the budgets' ResourceQuotas and the reports, one pass
+per period under the Lease ``trainadmit-reconciler`` (``Reconciler``).
+
+The PodGroup reconciler creates the PodGroups that gang backends need, after the workload exists.
 
 Admission never creates objects (the workload may still be rejected after the mutating webhook ran,
 and a generateName object has no name yet). The mutating webhook marks workloads that need a
@@ -7,6 +10,10 @@ the same name; this loop lists those workloads of every kind that can carry one 
 custom resources whose adapters gang through their templates) and creates each PodGroup, owned by
 its workload, so that garbage collection deletes it with the workload. Only the holder of the Lease
 ``trainadmit-reconciler`` writes. A kind whose CRD is not installed is skipped.
+
+The budgets (``cluster.budget``) and the reports (``cluster.report_writer``) take the policy of the
+served directory, as the workers do, reloaded when it changes; each part's failure is logged and
+leaves the others running.
 """
 
 from __future__ import annotations
@@ -127,6 +134,51 @@ class PodGroupReconciler:
             stop.wait(interval)
 
 
+@dataclass
+class Reconciler:
+    """Each pass, while this replica holds the Lease: the PodGroups, then (with a policy) each policy part."""
+
+    lease: LeaderLease | None
+    podgroups: PodGroupReconciler | None = None
+    policy: Callable[[], object] | None = None  # the current PolicySet (cluster.policy_dir.PolicyDirectory)
+    parts: list[tuple[str, Callable[[object], list[str]]]] = field(default_factory=list)  # (name, step(policy))
+    log: Callable[[str], None] = print
+    on_elected: Callable[[], None] | None = None  # once, the first time this replica holds the Lease
+    _elected: bool = False
+
+    def step(self) -> list[str]:
+        if self.lease is not None and not self.lease.hold():
+            return []
+        if not self._elected:
+            self._elected = True
+            if self.on_elected is not None:
+                self.on_elected()
+        out: list[str] = []
+        if self.podgroups is not None:
+            out.extend(self._guarded("podgroups", self.podgroups.step))
+        policy = self.policy() if self.policy is not None else None
+        if policy is not None:
+            for name, part in self.parts:
+                out.extend(self._guarded(name, lambda part=part: part(policy)))
+        return out
+
+    def _guarded(self, name: str, call: Callable[[], list[str]]) -> list[str]:
+        try:
+            return call()
+        except Exception as exc:
+            self.log(f"reconciler: {name} pass failed: {exc!r}")
+            return []
+
+    def run(self, stop: threading.Event, interval: float = 5.0) -> None:
+        while not stop.is_set():
+            try:
+                for line in self.step():
+                    self.log(f"reconciler: {line}")
+            except Exception as exc:
+                self.log(f"reconciler: pass failed: {exc!r}")
+            stop.wait(interval)
+
+
 def _finished(obj: dict) -> bool:
     """A batch Job that completed or failed: its Pods are gone and no PodGroup is needed."""
     status = obj.get("status") or {}
@@ -134,4 +186,4 @@ def _finished(obj: dict) -> bool:
                 and status.get("completionTime"))
 
 
-__all__ = ["PodGroupReconciler", "podgroup_kinds"]
+__all__ = ["PodGroupReconciler", "Reconciler", "podgroup_kinds"]

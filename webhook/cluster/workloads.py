@@ -1,0 +1,390 @@
+"""The training workloads a cluster runs, and the GPUs each one holds: for the namespace GPU budget.
+
+A namespace's budget (``Quota.spec.gpuQuota``) is a total over its unfinished workloads, so the
+cluster views learn the handled kinds too: every kind an adapter handles except bare Pods (every Pod
+of the cluster, each status change of each, would reach every webhook process; the apiserver's own
+ResourceQuota, which the reconciler materialises from the same budget, counts Pods). A workload holds
+what its Pods ask for: per extended resource, the sum over its templates of Pods times the per-Pod amount, as
+the engine counts a workload's GPUs. What does not hold anything:
+
+- a child: an object whose controller is a handled kind (a JobSet's Jobs, a TrainJob's JobSet): its
+  parent holds the GPUs, as admission judges it through its parent;
+- a finished workload: the terminal condition or phase its controller writes (below).
+
+Records are small and immutable (``Held``); the index keeps one per uid and source, answers per
+namespace in time independent of how often it is asked, and can keep the objects themselves for the
+reports writer (``keep_objects``), which re-decides them.
+"""
+
+from __future__ import annotations
+
+import threading
+from bisect import bisect_left
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from ..engine.workloads import ADAPTERS, Adapter, Workload, adapter_for, pod_resource_total
+from .kube import Permission
+
+
+@dataclass(frozen=True)
+class WorkloadKind:
+    """One served version of a handled kind, as the views list and watch it."""
+
+    adapter: Adapter
+    version: str
+
+    @property
+    def group(self) -> str:
+        return self.adapter.group
+
+    @property
+    def plural(self) -> str:
+        return self.adapter.plural
+
+    @property
+    def kind(self) -> str:
+        return self.adapter.kind
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def source(self) -> str:
+        """A name per listed collection (two versions of one kind are two collections of the same objects)."""
+        return f"{self.plural}.{self.group or 'core'}/{self.version}"
+
+
+WORKLOAD_KINDS: tuple[WorkloadKind, ...] = tuple(WorkloadKind(a, v) for a in ADAPTERS if a.kind != "Pod"
+                                                 for v in a.versions)
+# listing and watching them (deploy/base/rbac.yaml grants it; tests/test_deploy.py compares)
+PERMISSIONS: tuple[Permission, ...] = tuple(Permission(g, p, ("list", "watch")) for g, p in
+                                            sorted({(k.group, k.plural) for k in WORKLOAD_KINDS}))
+
+# The condition types (status True) or phases after which a kind's controller runs none of its Pods:
+# batch/v1 Job (Complete, Failed); training-operator v1 and mpi-operator v2beta1 (Succeeded, Failed);
+# JobSet (Completed, Failed); Trainer TrainJob (Complete, Failed); Volcano Job status.state.phase; KubeRay
+# RayJob status.jobDeploymentStatus. A RayCluster and a LeaderWorkerSet run until deleted.
+TERMINAL_CONDITIONS: dict[tuple[str, str], frozenset[str]] = {
+    ("batch", "Job"): frozenset({"Complete", "Failed"}),
+    ("kubeflow.org", "PyTorchJob"): frozenset({"Succeeded", "Failed"}),
+    ("kubeflow.org", "MPIJob"): frozenset({"Succeeded", "Failed"}),
+    ("jobset.x-k8s.io", "JobSet"): frozenset({"Completed", "Failed"}),
+    ("trainer.kubeflow.org", "TrainJob"): frozenset({"Complete", "Failed"}),
+}
+TERMINAL_PHASES: dict[tuple[str, str], tuple[tuple[str, ...], frozenset[str]]] = {
+    ("batch.volcano.sh", "Job"): (("state", "phase"), frozenset({"Completed", "Failed", "Terminated", "Aborted"})),
+    ("ray.io", "RayJob"): (("jobDeploymentStatus",), frozenset({"Complete", "Failed"})),
+}
+
+
+def workload_kind(api_version: object, kind: object) -> WorkloadKind | None:
+    """The watched kind of an object's apiVersion and kind (None for Pods and kinds not handled)."""
+    for wk in WORKLOAD_KINDS:
+        if wk.api_version == api_version and wk.kind == kind:
+            return wk
+    return None
+
+
+def _group(api_version: object) -> str:
+    return api_version.split("/", 1)[0] if isinstance(api_version, str) and "/" in api_version else ""
+
+
+def finished(obj: dict) -> bool:
+    """Whether the workload's controller has ended it (it runs no Pods any more)."""
+    status = obj.get("status")
+    if not isinstance(status, dict):
+        return False
+    key = (_group(obj.get("apiVersion")), str(obj.get("kind", "")))
+    terminal = TERMINAL_CONDITIONS.get(key)
+    if terminal is not None:
+        return any(isinstance(c, dict) and c.get("type") in terminal and c.get("status") == "True"
+                   for c in status.get("conditions") or [] if isinstance(status.get("conditions"), list))
+    phase = TERMINAL_PHASES.get(key)
+    if phase is not None:
+        value: object = status
+        for part in phase[0]:
+            value = value.get(part) if isinstance(value, dict) else None
+        return value in phase[1]
+    return False
+
+
+def controller_kind(obj: dict) -> str | None:
+    """The kind of the object's controller when trainadmit handles it (then the object is a child)."""
+    refs = (obj.get("metadata") or {}).get("ownerReferences")
+    for ref in refs if isinstance(refs, list) else []:
+        if isinstance(ref, dict) and ref.get("controller") is True:
+            return ref.get("kind") if adapter_for(ref.get("apiVersion"), ref.get("kind")) is not None else None
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """What one unfinished workload holds: per extended resource, the amount all its Pods ask for."""
+
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+    created: str  # metadata.creationTimestamp (RFC 3339, so it orders as text); "" when not stored yet
+    gpus: tuple[tuple[str, int], ...]
+    deleting: bool = False
+
+    def amount(self, resource: str) -> int:
+        for name, value in self.gpus:
+            if name == resource:
+                return value
+        return 0
+
+    @property
+    def order(self) -> tuple[str, str, str]:
+        """Creation order (name as the tie-breaker: the apiserver stamps seconds)."""
+        return (self.created or "~", self.kind, self.name)
+
+    def describe(self, resource: str) -> str:
+        return f"{self.kind} {self.name}: {self.amount(resource)}" + (" (being deleted)" if self.deleting else "")
+
+
+def resources_held(workload: Workload) -> tuple[tuple[str, int], ...]:
+    """Per extended resource (a name with a domain, as device plugins name them), Pods times the per-Pod amount."""
+    out: dict[str, int] = {}
+    for template in workload.templates:
+        for resource in template.resource_names:
+            if "/" in resource:
+                amount = template.pods * pod_resource_total(template, resource)
+                if amount > 0:
+                    out[resource] = out.get(resource, 0) + amount
+    return tuple(sorted(out.items()))
+
+
+def held(obj: dict) -> Held | None:
+    """The record of a stored workload, or None when it holds nothing (a child, finished, unreadable)."""
+    adapter = adapter_for(obj.get("apiVersion"), obj.get("kind"))
+    meta = obj.get("metadata")
+    if adapter is None or not isinstance(meta, dict) or controller_kind(obj) is not None or finished(obj):
+        return None
+    try:
+        gpus = resources_held(Workload(obj, adapter))
+    except (TypeError, AttributeError, ValueError):  # a malformed stored object holds what we cannot read
+        return None
+    return Held(str(obj.get("kind")), str(meta.get("namespace") or ""), str(meta.get("name") or ""),
+                str(meta.get("uid") or ""), str(meta.get("creationTimestamp") or ""), gpus,
+                bool(meta.get("deletionTimestamp")))
+
+
+@dataclass(frozen=True)
+class NamespaceUsage:
+    """What a namespace's other unfinished workloads hold of one resource: the total, how many hold
+    some, and the largest holders (kind, name, amount) for messages."""
+
+    total: int
+    workloads: int
+    largest: tuple[Held, ...] = ()
+
+
+MAX_NAMED = 3  # holders a message names; the rest are counted
+
+
+class _Ordered:
+    """One namespace's holders of one resource in creation order, with running totals and largest
+    holders, so "what was there before this one" costs a bisection."""
+
+    def __init__(self, holders: list[Held], resource: str):
+        self.holders = sorted((h for h in holders if h.amount(resource) > 0), key=lambda h: h.order)
+        self.keys = [h.order for h in self.holders]
+        self.totals = [0]
+        self.tops: list[tuple[Held, ...]] = [()]
+        for h in self.holders:
+            self.totals.append(self.totals[-1] + h.amount(resource))
+            self.tops.append(_top((*self.tops[-1], h), resource))
+
+    def before(self, order: tuple[str, str, str]) -> NamespaceUsage:
+        i = bisect_left(self.keys, order)
+        return NamespaceUsage(self.totals[i], i, self.tops[i])
+
+
+def _top(holders: Iterable[Held], resource: str) -> tuple[Held, ...]:
+    return tuple(sorted(holders, key=lambda h: (-h.amount(resource), h.order))[:MAX_NAMED])
+
+
+def _strip(obj: dict) -> dict:
+    """A stored object without what no decision reads and what makes it large (managedFields)."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict) and "managedFields" in meta:
+        obj = {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
+    return obj
+
+
+def _namespace(obj: dict) -> str:
+    meta = obj.get("metadata")
+    return str(meta.get("namespace") or "") if isinstance(meta, dict) else ""
+
+
+class WorkloadIndex:
+    """Records of the workloads of every listed collection, by namespace; optionally the objects.
+
+    Writes come from watch threads, reads from request threads: a lock guards writes and the per-
+    namespace caches, which a change of that namespace drops. A record is kept per collection and per
+    uid (two served versions of one kind list the same objects: a namespace counts each uid once)."""
+
+    def __init__(self, keep_objects: bool = False, on_change: Callable[[str], None] | None = None):
+        self.keep_objects = keep_objects
+        self.on_change = on_change
+        self._lock = threading.Lock()
+        # namespace -> key (uid) -> source -> record / object
+        self._records: dict[str, dict[str, dict[str, Held]]] = {}
+        self._objects: dict[str, dict[str, dict[str, dict]]] = {}
+        self._sources: dict[str, set[tuple[str, str]]] = {}  # source -> (namespace, key) it holds
+        self._listed: set[str] = set()
+        self._cache: dict[tuple[str, str], _Ordered] = {}
+
+    @property
+    def known(self) -> bool:
+        """At least one collection was listed: absent workloads then do not exist."""
+        return bool(self._listed)
+
+    # ---- changes (callers hold no lock) ------------------------------------------------------------
+    @staticmethod
+    def _key(obj: dict) -> str:
+        meta = obj.get("metadata") or {}
+        return str(meta.get("uid") or f"{obj.get('kind')}/{meta.get('name')}")
+
+    def _set(self, source: str, namespace: str, key: str, obj: dict | None) -> bool:
+        """Store (or, with None, forget) one object of ``source``; True when what a decision reads changed."""
+        record = held(obj) if obj is not None else None
+        records = self._records.setdefault(namespace, {})
+        old = records.get(key, {}).get(source)
+        if record is None:
+            records.get(key, {}).pop(source, None)
+            if not records.get(key):
+                records.pop(key, None)
+        else:
+            records.setdefault(key, {})[source] = record
+        changed = old != record
+        if self.keep_objects:
+            objects = self._objects.setdefault(namespace, {})
+            if obj is None:
+                changed |= objects.get(key, {}).pop(source, None) is not None
+                if not objects.get(key):
+                    objects.pop(key, None)
+            else:
+                objects.setdefault(key, {})[source] = _strip(obj)
+                changed = True
+        held_keys = self._sources.setdefault(source, set())
+        if obj is None:
+            held_keys.discard((namespace, key))
+        else:
+            held_keys.add((namespace, key))
+        return changed
+
+    def _changed(self, namespaces: Iterable[str]) -> None:
+        namespaces = set(namespaces)
+        for key in [k for k in self._cache if k[0] in namespaces]:
+            del self._cache[key]
+
+    def _notify(self, namespaces: Iterable[str]) -> None:
+        if self.on_change is not None:
+            for namespace in sorted(set(namespaces)):
+                self.on_change(namespace)
+
+    def put(self, source: str, obj: dict) -> None:
+        namespace = _namespace(obj)
+        with self._lock:
+            changed = self._set(source, namespace, self._key(obj), obj)
+            if changed:
+                self._changed([namespace])
+        if changed:
+            self._notify([namespace])
+
+    def delete(self, source: str, obj: dict) -> None:
+        namespace = _namespace(obj)
+        with self._lock:
+            changed = self._set(source, namespace, self._key(obj), None)
+            if changed:
+                self._changed([namespace])
+        if changed:
+            self._notify([namespace])
+
+    def replace(self, source: str, items: list[dict]) -> None:
+        fresh = {(_namespace(obj), self._key(obj)): obj for obj in items if isinstance(obj, dict)}
+        with self._lock:
+            touched: set[str] = set()
+            for namespace, key in list(self._sources.get(source, set())):
+                if (namespace, key) not in fresh and self._set(source, namespace, key, None):
+                    touched.add(namespace)
+            for (namespace, key), obj in fresh.items():
+                if self._set(source, namespace, key, obj):
+                    touched.add(namespace)
+            self._listed.add(source)
+            self._changed(touched)
+        self._notify(touched)
+
+    def listed(self, source: str) -> None:
+        """``source`` is known whole from now on (a snapshot that holds workloads, or a typed empty list)."""
+        with self._lock:
+            self._listed.add(source)
+
+    def not_served(self, source: str) -> None:
+        """The cluster does not serve the collection (its CRD is not installed): nothing of it exists."""
+        self.replace(source, [])
+
+    # ---- answers ---------------------------------------------------------------------------------
+    def _holders(self, namespace: str) -> list[Held]:
+        return [next(iter(by_source.values())) for by_source in self._records.get(namespace, {}).values()
+                if by_source]
+
+    def holders(self, namespace: str) -> list[Held]:
+        with self._lock:
+            return sorted(self._holders(namespace), key=lambda h: h.order)
+
+    def usage(self, namespace: str, resource: str, exclude: tuple[str, str] | None = None,
+              before: tuple[str, str, str] | None = None) -> NamespaceUsage | None:
+        """What the namespace's workloads hold of ``resource``, without ``exclude`` (kind, name), and only
+        those created before ``before`` (an order key) when given; None before any collection was listed."""
+        if not self.known:
+            return None
+        with self._lock:
+            ordered = self._cache.get((namespace, resource))
+            if ordered is None:
+                ordered = self._cache[(namespace, resource)] = _Ordered(self._holders(namespace), resource)
+        if before is not None:
+            return ordered.before(before)
+        holders = [h for h in ordered.holders if exclude is None or (h.kind, h.name) != exclude]
+        return NamespaceUsage(sum(h.amount(resource) for h in holders), len(holders), _top(holders, resource))
+
+    def objects(self, namespace: str) -> list[dict]:
+        """The stored objects of the namespace (``keep_objects``), one per uid, in creation order."""
+        with self._lock:
+            found = [next(iter(by_source.values())) for by_source in self._objects.get(namespace, {}).values()
+                     if by_source]
+        return sorted(found, key=order_of)
+
+    def namespaces(self) -> set[str]:
+        """Namespaces that hold any kept object or any record."""
+        with self._lock:
+            return {ns for ns, keys in self._objects.items() if keys} | {ns for ns, keys in self._records.items()
+                                                                         if keys}
+
+
+def order_of(obj: dict) -> tuple[str, str, str]:
+    """The creation-order key of a stored object (the same as ``Held.order``)."""
+    meta = obj.get("metadata") or {}
+    return (str(meta.get("creationTimestamp") or "~"), str(obj.get("kind") or ""), str(meta.get("name") or ""))
+
+
+class AsCreated:
+    """A cluster view as a stored workload met it when it was created: of its namespace's workloads,
+    only those created before it hold GPUs. Audit and reports judge each stored workload this way, so
+    that of three Jobs that together exceed a budget, the ones that came after the budget ran out are
+    the ones that fail, as admission would have refused them; everything else is the view's own."""
+
+    def __init__(self, view: object, index: WorkloadIndex, order: tuple[str, str, str]):
+        self._view, self._index, self._order = view, index, order
+
+    def __getattr__(self, name: str):
+        return getattr(self._view, name)
+
+    def namespace_gpus(self, namespace: str, resource: str, exclude: tuple[str, str] | None = None
+                       ) -> NamespaceUsage | None:
+        return self._index.usage(namespace, resource, exclude, before=self._order)
