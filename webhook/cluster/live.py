@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from ..engine.clusterview import CORE_REFERENCE_KINDS, REFERENCE_KINDS, RefKind
 from .index import ClusterIndex
 from .kube import Permission
-from .workloads import PERMISSIONS as WORKLOAD_PERMISSIONS
 from .workloads import WORKLOAD_KINDS, WorkloadIndex, WorkloadKind
 
 
@@ -61,7 +60,9 @@ WATCHED: tuple[Watched, ...] = (
 )
 # what the view needs from RBAC (deploy/base/rbac.yaml grants it; tests/test_deploy.py compares)
 PERMISSIONS: tuple[Permission, ...] = (
-    *(Permission(w.group, w.name, ("list", "watch")) for w in WATCHED if w.workload is None), *WORKLOAD_PERMISSIONS)
+    *(Permission(w.group, w.name, ("list", "watch")) for w in WATCHED if w.workload is None),
+    *(Permission(group, plural, ("list", "watch")) for group, plural in sorted({(w.group, w.resource) for w in WATCHED
+                                                                              if w.workload is not None})))
 
 
 class ApiError(Exception):

@@ -47,12 +47,19 @@ class SnapshotCluster(ClusterIndex):
         super().__init__()
         self.name = name
         self._has_nodes = False
-        served: set[str] = set()
+        self._served_groups: set[str] = set()
         self._has_api_groups = False
         for obj in objects:
-            self._add(obj, served)
+            self.add(obj)
+        self.finish()
+
+    def add(self, obj: object) -> None:
+        """One more saved object (objects may also come one at a time: then ``finish`` after the last)."""
+        self._add(obj, self._served_groups)
+
+    def finish(self) -> None:
         if self._has_api_groups:
-            self.set_served(served | {"v1"})
+            self.set_served(self._served_groups | {"v1"})
 
     def knows_nodes(self) -> bool:
         return self._has_nodes  # a snapshot of quotas alone says nothing about pools

@@ -23,8 +23,8 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from ..engine.clusterview import NamespaceUsage
 from ..engine.workloads import ADAPTERS, Adapter, Workload, adapter_for, pod_resource_total
-from .kube import Permission
 
 
 @dataclass(frozen=True)
@@ -58,9 +58,6 @@ class WorkloadKind:
 
 WORKLOAD_KINDS: tuple[WorkloadKind, ...] = tuple(WorkloadKind(a, v) for a in ADAPTERS if a.kind != "Pod"
                                                  for v in a.versions)
-# listing and watching them (deploy/base/rbac.yaml grants it; tests/test_deploy.py compares)
-PERMISSIONS: tuple[Permission, ...] = tuple(Permission(g, p, ("list", "watch")) for g, p in
-                                            sorted({(k.group, k.plural) for k in WORKLOAD_KINDS}))
 
 # The condition types (status True) or phases after which a kind's controller runs none of its Pods:
 # batch/v1 Job (Complete, Failed); training-operator v1 and mpi-operator v2beta1 (Succeeded, Failed);
@@ -142,8 +139,10 @@ class Held:
         """Creation order (name as the tie-breaker: the apiserver stamps seconds)."""
         return (self.created or "~", self.kind, self.name)
 
-    def describe(self, resource: str) -> str:
-        return f"{self.kind} {self.name}: {self.amount(resource)}" + (" (being deleted)" if self.deleting else "")
+    @property
+    def label(self) -> str:
+        """How a message names it: kind and name (a namespace's budget message is about one namespace)."""
+        return f"{self.kind} {self.name}" + (" (being deleted)" if self.deleting else "")
 
 
 def resources_held(workload: Workload) -> tuple[tuple[str, int], ...]:
@@ -173,17 +172,8 @@ def held(obj: dict) -> Held | None:
                 bool(meta.get("deletionTimestamp")))
 
 
-@dataclass(frozen=True)
-class NamespaceUsage:
-    """What a namespace's other unfinished workloads hold of one resource: the total, how many hold
-    some, and the largest holders (kind, name, amount) for messages."""
-
-    total: int
-    workloads: int
-    largest: tuple[Held, ...] = ()
-
-
 MAX_NAMED = 3  # holders a message names; the rest are counted
+RUN_SOURCE = "check-run"  # the workloads a `check` run admitted before the one it decides
 
 
 class _Ordered:
@@ -199,13 +189,28 @@ class _Ordered:
             self.totals.append(self.totals[-1] + h.amount(resource))
             self.tops.append(_top((*self.tops[-1], h), resource))
 
+        self.resource = resource
+        self.names = {(h.kind, h.name) for h in self.holders}
+        self.full = NamespaceUsage(self.totals[-1], len(self.holders), _named(self.tops[-1], resource))
+
     def before(self, order: tuple[str, str, str]) -> NamespaceUsage:
         i = bisect_left(self.keys, order)
-        return NamespaceUsage(self.totals[i], i, self.tops[i])
+        return NamespaceUsage(self.totals[i], i, _named(self.tops[i], self.resource))
+
+    def without(self, exclude: tuple[str, str] | None) -> NamespaceUsage:
+        if exclude is None or exclude not in self.names:
+            return self.full  # the same object every time: a remembered decision compares it in no time
+        holders = [h for h in self.holders if (h.kind, h.name) != exclude]
+        return NamespaceUsage(sum(h.amount(self.resource) for h in holders), len(holders),
+                              _named(_top(holders, self.resource), self.resource))
 
 
 def _top(holders: Iterable[Held], resource: str) -> tuple[Held, ...]:
     return tuple(sorted(holders, key=lambda h: (-h.amount(resource), h.order))[:MAX_NAMED])
+
+
+def _named(holders: tuple[Held, ...], resource: str) -> tuple[tuple[str, int], ...]:
+    return tuple((h.label, h.amount(resource)) for h in holders)
 
 
 def _strip(obj: dict) -> dict:
@@ -226,13 +231,13 @@ class WorkloadIndex:
 
     Writes come from watch threads, reads from request threads: a lock guards writes and the per-
     namespace caches, which a change of that namespace drops. A record is kept per collection and per
-    uid (two served versions of one kind list the same objects: a namespace counts each uid once)."""
+    kind and name (two served versions of one kind list the same objects: a namespace counts each once)."""
 
     def __init__(self, keep_objects: bool = False, on_change: Callable[[str], None] | None = None):
         self.keep_objects = keep_objects
         self.on_change = on_change
         self._lock = threading.Lock()
-        # namespace -> key (uid) -> source -> record / object
+        # namespace -> key (kind/name) -> source -> record / object
         self._records: dict[str, dict[str, dict[str, Held]]] = {}
         self._objects: dict[str, dict[str, dict[str, dict]]] = {}
         self._sources: dict[str, set[tuple[str, str]]] = {}  # source -> (namespace, key) it holds
@@ -247,8 +252,12 @@ class WorkloadIndex:
     # ---- changes (callers hold no lock) ------------------------------------------------------------
     @staticmethod
     def _key(obj: dict) -> str:
+        """Kind and name within the namespace: one key for one workload, whatever lists it (two served
+        versions of a kind, or a stored object and the manifest a `check` run applies over it)."""
         meta = obj.get("metadata") or {}
-        return str(meta.get("uid") or f"{obj.get('kind')}/{meta.get('name')}")
+        if meta.get("name"):
+            return f"{obj.get('kind')}/{meta.get('name')}"
+        return str(meta.get("uid") or f"{obj.get('kind')}/?{id(obj)}")
 
     def _set(self, source: str, namespace: str, key: str, obj: dict | None) -> bool:
         """Store (or, with None, forget) one object of ``source``; True when what a decision reads changed."""
@@ -325,6 +334,17 @@ class WorkloadIndex:
         with self._lock:
             self._listed.add(source)
 
+    def admitted(self, obj: dict, namespace: str) -> None:
+        """A workload a `check` run admitted (it will be created in ``namespace``): it holds GPUs for the
+        objects after it, as if the run's objects were applied in order. Only where the namespace's
+        workloads are known (``known``): elsewhere the budget bounds each workload alone."""
+        if not self.known or not isinstance(obj, dict) or not isinstance(obj.get("metadata"), dict):
+            return
+        meta = obj["metadata"]
+        if not meta.get("namespace"):
+            obj = {**obj, "metadata": {**meta, "namespace": namespace}}
+        self.put(RUN_SOURCE, obj)
+
     def not_served(self, source: str) -> None:
         """The cluster does not serve the collection (its CRD is not installed): nothing of it exists."""
         self.replace(source, [])
@@ -348,10 +368,7 @@ class WorkloadIndex:
             ordered = self._cache.get((namespace, resource))
             if ordered is None:
                 ordered = self._cache[(namespace, resource)] = _Ordered(self._holders(namespace), resource)
-        if before is not None:
-            return ordered.before(before)
-        holders = [h for h in ordered.holders if exclude is None or (h.kind, h.name) != exclude]
-        return NamespaceUsage(sum(h.amount(resource) for h in holders), len(holders), _top(holders, resource))
+        return ordered.before(before) if before is not None else ordered.without(exclude)
 
     def objects(self, namespace: str) -> list[dict]:
         """The stored objects of the namespace (``keep_objects``), one per uid, in creation order."""
