@@ -27,7 +27,7 @@ from typing import Any
 
 from ..engine import Decision, Request, decide
 from ..engine.clusterview import ClusterView
-from ..engine.decision import Injection
+from ..engine.decision import Injection, Source
 from ..engine.paths import field_path, get_path
 from ..policy import PolicySet
 
@@ -48,6 +48,7 @@ class Change:
     stored: Any  # None: the stored object lacks it
     concern: str
     source: str  # the policy setting behind it
+    setting: Source | None = field(default=None, compare=False)  # the same, for `--explain`-style file:line
 
     def text(self, limit: int = 160) -> str:
         mark = "+" if self.stored is None else "~"
@@ -122,7 +123,7 @@ def changes_of(stored: dict, decision: Decision) -> list[Change]:
 def _change(stored: dict, mutated: dict, injection: Injection) -> Change:
     location = injection.location
     return Change(field_path(location), get_path(mutated, location), get_path(stored, location),
-                  injection.concern, str(injection.source))
+                  injection.concern, str(injection.source), injection.source)
 
 
 def judge(policy: PolicySet, obj: Any, cluster: ClusterView | None = None, namespace: str | None = None) -> Verdict:
