@@ -198,7 +198,7 @@ def budgets(policy, view, namespace: str) -> list[dict[str, Any]]:
     out = []
     for resource in sorted(policy.gpu_resources):
         usage = view.namespace_gpus(namespace, resource)
-        if usage is None or (not usage.total and limit is None):
+        if usage is None or not usage.total:
             continue
         out.append({"resource": resource, "held": usage.total, "workloads": usage.workloads, "budget": limit,
                     "quota": found[0] if found is not None and limit is not None else None})

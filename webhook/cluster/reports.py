@@ -11,9 +11,10 @@ reports are: a namespace of 2,000 Jobs is one object to rewrite, not 2,000 (Kyve
 apiservers to hundreds of thousands of report objects). Results, one per workload and rule:
 
 - a denial: ``fail``, severity ``high``; a warning: ``warn``, severity ``medium``; ``rule`` the rule
-  id, ``category`` its concern, the field and the fix in ``properties``;
-- an admitted workload with no warning: one ``pass``; when the policy would still set fields the
-  stored object lacks, ``properties.would-set`` names their concerns (audit lists the fields);
+  id, ``category`` its concern, the fields and the fix in ``properties`` (a rule that fired at several
+  fields, once per pod template say, is one result);
+- an admitted workload with no warning: one ``pass``. When an admitted workload lacks fields the policy
+  would set, ``properties.would-set`` names their concerns (audit lists the fields);
 - every result names the workload in ``resources`` and the policy generation in ``properties``.
 
 Size is bounded, like Gatekeeper's ``--constraint-violations-limit`` (20 per constraint) and Kyverno's
@@ -81,29 +82,34 @@ def _text(value: str) -> str:
 
 
 def results_of(verdict: Verdict) -> list[dict[str, Any]]:
-    """The results of one workload: one per rule that fired, or one pass."""
+    """The results of one workload: one per rule that fired (a rule that fired at several fields, such as
+    one per pod template, is one result naming them all), or one pass."""
     if verdict.status is Status.skipped:
         return []
     d = verdict.decision
     base_properties = {"generation": d.generation}
-    out = []
+    if verdict.changes and not d.denials:
+        base_properties["would-set"] = ", ".join(sorted({c.concern for c in verdict.changes}))
+    by_rule: dict[str, list] = {}
     for violation in d.violations:
-        result = "fail" if violation.action is Action.deny else "warn"
-        properties = {**base_properties, "path": violation.path}
-        if violation.hint:
-            properties["fix"] = _text(violation.hint)
-        out.append({"policy": POLICY, "rule": violation.rule, "category": violation.rule.split(".", 1)[0],
-                    "result": result, "severity": SEVERITY[result], "message": _text(violation.message),
+        by_rule.setdefault(violation.rule, []).append(violation)
+    out = []
+    for rule_id, violations in by_rule.items():
+        first = violations[0]
+        result = "fail" if first.action is Action.deny else "warn"
+        properties = {**base_properties, "path": ", ".join(dict.fromkeys(v.path for v in violations))}
+        if first.hint:
+            properties["fix"] = _text(first.hint)
+        message = "; ".join(dict.fromkeys(v.message for v in violations))
+        out.append({"policy": POLICY, "rule": rule_id, "category": rule_id.split(".", 1)[0],
+                    "result": result, "severity": SEVERITY[result], "message": _text(message),
                     "properties": properties, "resources": [verdict.reference], "scored": True, "source": SOURCE})
-    if not d.denials and not d.warnings:
-        properties = dict(base_properties)
+    if not d.violations:
         message = "admitted: no rule of the policy fires"
         if verdict.changes:
-            concerns = sorted({c.concern for c in verdict.changes})
-            properties["would-set"] = ", ".join(concerns)
             message += (f"; the policy would also set {len(verdict.changes)} field"
-                        f"{'s' if len(verdict.changes) != 1 else ''} it lacks ({', '.join(concerns)})")
-        out.append({"policy": POLICY, "result": "pass", "message": message, "properties": properties,
+                        f"{'s' if len(verdict.changes) != 1 else ''} it lacks ({base_properties['would-set']})")
+        out.append({"policy": POLICY, "result": "pass", "message": message, "properties": base_properties,
                     "resources": [verdict.reference], "scored": True, "source": SOURCE})
     return out
 
