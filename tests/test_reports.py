@@ -141,23 +141,23 @@ def test_reports_validate_against_their_crd(policy, api):
     assert report["scope"] == {"apiVersion": "v1", "kind": "Namespace", "name": "team-nlp"}
 
 
-def _verdicts(policy, n: int) -> list:
-    """``n`` stored Jobs: every third denied (6 GPUs per worker), the rest compliant once mutated."""
+def _many_results(policy, n: int) -> list[dict]:
+    """The results of ``n`` stored Jobs: every third the partial-nodes example (a fail, and a warning: no
+    owner label), the rest llama-pretrain as admission stored it (a pass). Two judged, the rest renamed."""
     from trainadmit.engine import Request, decide
 
     [llama] = [d for d in load_yaml(EXAMPLES / "llama-pretrain.yaml") if d.get("kind") == "Job"]
     [partial] = [d for d in load_yaml(EXAMPLES / "denied-partial-nodes.yaml") if d.get("kind") == "Job"]
-    good = decide(policy, Request(llama)).mutated
+    denied, admitted = results_of(judge(policy, partial)), results_of(judge(policy, decide(policy, Request(llama)).mutated))
     out = []
     for i in range(n):
-        obj = copy.deepcopy(partial if i % 3 == 0 else good)
-        obj["metadata"]["name"] = f"job-{i:05d}"
-        out.append(judge(policy, obj))
+        for result in denied if i % 3 == 0 else admitted:
+            out.append({**result, "resources": [{**result["resources"][0], "name": f"job-{i:05d}"}]})
     return out
 
 
 def test_a_report_is_bounded_failures_first_and_counts_every_result(policy):
-    results = [r for v in _verdicts(policy, 2500) for r in results_of(v)]
+    results = _many_results(policy, 2500)
     report = build_report(OPENREPORTS, "team-nlp", results, policy.generation, 1_800_000_000)
     denied = len(range(0, 2500, 3))  # 834 workloads, each one fail and one warn (no owner label)
     assert report["summary"] == {"pass": 2500 - denied, "fail": denied, "warn": denied, "error": 0, "skip": 0}
@@ -167,6 +167,13 @@ def test_a_report_is_bounded_failures_first_and_counts_every_result(policy):
     assert report["metadata"]["annotations"]["trainadmit.io/results-omitted"] == str(len(results) - MAX_RESULTS)
     assert report["configuration"] == {"limits": {"maxResults": MAX_RESULTS}}
     assert problems(report) == []
+
+
+def test_a_report_of_large_results_stays_under_the_byte_bound(policy):
+    long = [{**r, "message": "x" * 5000} for r in _many_results(policy, 300)]
+    report = build_report(WGPOLICY, "team-nlp", long, policy.generation, 1_800_000_000)
+    assert len(json.dumps(report["results"], separators=(",", ":"))) <= MAX_BYTES < len(json.dumps(long))
+    assert sum(report["summary"].values()) == len(long) and problems(report) == []
 
 
 def test_an_unchanged_namespace_gives_an_unchanged_report(policy):
