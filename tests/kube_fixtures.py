@@ -49,8 +49,9 @@ TEAM_NAMESPACES = ("team-nlp", "team-vision", "default")  # the examples' and fi
 BARE_NS = "research"  # no quota, no claims, no queues: for "names a missing object" tests
 WEBHOOK_NAMES = ("mutate.trainadmit.io", "validate.trainadmit.io")
 
-# Integration policy: the bundled set plus a canary pool (16 nodes, half of them unusable) and a tier
-# whose PriorityClass deploy/ does not install, as when a tier is added to the policy and not to deploy/.
+# Integration policy: the bundled set plus a canary pool (16 nodes, half of them unusable), a tier whose
+# PriorityClass deploy/ does not install (as when a tier is added to the policy and not to deploy/), and the
+# GPU budgets below.
 CANARY_POOL = {
     "apiVersion": "trainadmit.io/v1alpha1", "kind": "Pool", "metadata": {"name": "h100-canary"},
     "spec": {"gpu": {"resource": "nvidia.com/gpu", "product": "NVIDIA-H100-80GB-HBM3", "perNode": 8},
@@ -61,7 +62,17 @@ CANARY_POOL = {
                  {"name": "rack", "nodeLabel": "topology.kubernetes.io/rack", "maxNodes": 16}]}}}
 URGENT_TIER = {"apiVersion": "trainadmit.io/v1alpha1", "kind": "PriorityTier", "metadata": {"name": "urgent"},
                "spec": {"className": "training-urgent", "value": 90000}}
-EXTRA_POLICY = [CANARY_POOL, URGENT_TIER]
+# A namespace with a GPU budget of its own, for the budget's tests; team-nlp's is raised instead, since the
+# corpus tests submit every example and fixture there at once (their GPUs add up to well over the bundled 64)
+BUDGET_NS = "gpu-budget"
+BUDGET_QUOTA = {"apiVersion": "trainadmit.io/v1alpha1", "kind": "Quota", "metadata": {"name": BUDGET_NS},
+                "spec": {"namespaces": [BUDGET_NS], "maxGPUsPerJob": 128, "maxWorkersPerJob": 16, "gpuQuota": 64}}
+TEAM_NLP_QUOTA = {"apiVersion": "trainadmit.io/v1alpha1", "kind": "Quota", "metadata": {"name": "team-nlp"},
+                  "spec": {"namespaces": ["team-nlp"], "maxGPUsPerJob": 128, "maxWorkersPerJob": 16,
+                           "allowedPools": ["h100-ib", "l40s-eth"], "allowedPriorities": ["high", "normal", "low"],
+                           "gpuQuota": 2048}}
+EXTRA_POLICY = [CANARY_POOL, URGENT_TIER, BUDGET_QUOTA]
+REPLACED_POLICY = [TEAM_NLP_QUOTA]
 # the policy phases of the tier: the bundled target (1.37, native Job.spec.scheduling), and the policy
 # retargeted at this 1.36 apiserver with each gang backend it can hold
 PHASES: dict[str, dict] = {"default": {}}
@@ -195,7 +206,7 @@ def install_cluster(cp: ControlPlane) -> Cluster:
     cp.apply(deploy)
     cp.install_crds(OPERATOR_CRDS / "scheduler-plugins" / "crds", OPERATOR_CRDS / "volcano" / "crds",
                     OPERATOR_CRDS / "kueue" / "crds", OPERATOR_CRDS / "multus" / "crds")
-    for ns in (*TEAM_NAMESPACES, BARE_NS, SYSTEM_NS, RENDER_NS):
+    for ns in (*TEAM_NAMESPACES, BARE_NS, SYSTEM_NS, RENDER_NS, BUDGET_NS):
         cp.ensure_namespace(ns)
     nodes = cluster_nodes()
     for node in nodes:
@@ -234,7 +245,7 @@ class Webhook:
 
     def use(self, phase: str) -> object:
         """Serve the policy of ``phase`` (see PHASES); return it once the server serves that generation."""
-        write_policy(self.policy_dir, PHASES[phase], EXTRA_POLICY)
+        write_policy(self.policy_dir, PHASES[phase], EXTRA_POLICY, REPLACED_POLICY)
         policy = load_policy(self.policy_dir)
         client = self.server.client(keep_alive=False)  # type: ignore[attr-defined]
 
@@ -270,7 +281,7 @@ def webhook(control_plane: ControlPlane, cluster: Cluster, tmp_path_factory) -> 
     base = tmp_path_factory.mktemp("trainadmit-on-apiserver")
     certs = base / "certs"
     pki.issue(certs, "trainadmit", SYSTEM_NS, ips=["127.0.0.1"])
-    policy_dir = write_policy(base / "policies", PHASES["default"], EXTRA_POLICY)
+    policy_dir = write_policy(base / "policies", PHASES["default"], EXTRA_POLICY, REPLACED_POLICY)
     kubeconfig = control_plane.service_account_kubeconfig(base / "kubeconfig", SYSTEM_NS, "trainadmit")
     server = Server(policy_dir, certs, workers=1, extra=["--cluster-live", "--cluster-max-age", "120",
                                                                  "--graceful-timeout", "1"],

@@ -321,7 +321,12 @@ def test_deploy_rbac_allows_every_call_the_server_makes_and_nothing_more(cluster
               ("patch", "mutatingwebhookconfigurations", "admissionregistration.k8s.io", None, "trainadmit"),
               ("update", "validatingwebhookconfigurations", "admissionregistration.k8s.io", None, "another"),
               ("update", "leases", "coordination.k8s.io", SYSTEM_NS, "kube-scheduler"),
-              ("watch", "jobs", "batch", None, None)]
+              ("watch", "secrets", "", None, None), ("create", "jobs", "batch", "team-nlp", None),
+              # the reconciler changes and deletes only the ResourceQuota and the reports it writes
+              ("update", "resourcequotas", "", "team-nlp", "someone-elses"),
+              ("delete", "resourcequotas", "", "team-nlp", "compute-resources"),
+              ("update", "reports", "openreports.io", "team-nlp", "kyverno-report"),
+              ("delete", "policyreports", "wgpolicyk8s.io", "team-nlp", "polr-ns-team-nlp")]
     for verb, resource, group, namespace, name in denied:
         assert not cp.can_i(SA, verb, resource, group=group, namespace=namespace, name=name), (verb, resource, name)
     with pytest.raises(KubeError) as err:  # and through a real request, impersonating the account
