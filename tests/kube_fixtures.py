@@ -19,6 +19,7 @@ deploy/base/webhooks.yaml verbatim except ``clientConfig`` (a loopback URL and t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 from collections.abc import Iterator
@@ -27,7 +28,15 @@ from pathlib import Path
 
 import pytest
 from conftest import BACKENDS, FIXTURES, ROOT, write_policy
-from controlplane import ASSETS_ENV, ControlPlane, ControlPlaneError, KubeHTTP, assets_from_env, load_manifests
+from controlplane import (
+    ASSETS_ENV,
+    ControlPlane,
+    ControlPlaneError,
+    KubeHTTP,
+    assets_from_env,
+    load_manifests,
+    wait_until,
+)
 
 from trainadmit.engine import load_policy
 
@@ -297,3 +306,68 @@ def webhook(control_plane: ControlPlane, cluster: Cluster, tmp_path_factory) -> 
         for cfg in configs:  # the validating webhook fails closed: never leave it pointing at a stopped server
             control_plane.http.delete(cfg)
         server.stop()
+
+
+# ---- the webhook away, the reconciler on --------------------------------------------------------
+
+GPU_PROBE = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "absent-probe", "namespace": "team-nlp"},
+             "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
+                 {"name": "c", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}}
+
+
+@contextlib.contextmanager
+def webhooks_removed(cp: ControlPlane, hook: Webhook, probe_namespace: str = "team-nlp"):
+    """deploy/'s webhook configurations deleted (an outage, or the time before trainadmit was installed)
+    until the block ends, then registered again for ``hook``'s server. Returns once the apiserver has
+    stopped calling them: a dry-run create of a GPU Job comes back unmutated."""
+    http = cp.http
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        http.delete({"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind, "metadata": {"name": "trainadmit"}})
+    probe = {**GPU_PROBE, "metadata": {**GPU_PROBE["metadata"], "namespace": probe_namespace}}
+
+    def unmutated() -> bool:
+        stored = http.create(probe, dry_run=True)
+        return "trainadmit.io/applied" not in ((stored.get("metadata") or {}).get("annotations") or {})
+
+    wait_until(unmutated, timeout=30, what="the apiserver to stop calling trainadmit's webhooks")
+    try:
+        yield
+    finally:
+        register_webhooks(cp, hook.server.port, (hook.server.cert_dir / "ca.crt").read_bytes(),  # type: ignore[attr-defined]
+                          probe_namespace)
+
+
+def delete_budget_quotas(http: KubeHTTP) -> None:
+    """Remove the ResourceQuotas a reconciler materialised: this control plane has no quota controller to
+    give them a status, and the apiserver refuses every GPU Pod charged to a quota without one."""
+    from trainadmit.cluster.budget import BUDGET_NAME
+
+    for quota in http.list("v1", "ResourceQuota")["items"]:
+        if quota["metadata"]["name"] == BUDGET_NAME:
+            http.delete({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": quota["metadata"]})
+
+
+@contextlib.contextmanager
+def reconciling_server(cp: ControlPlane, policy_dir: Path, kubeconfig: Path, directory: Path, name: str):
+    """`trainadmit serve --reconcile` as deploy/ runs it (deploy/'s ServiceAccount, Pod name ``name``), holding
+    the reconciler's Lease; stopped, and its budgets' ResourceQuotas removed, at the end."""
+    from server_util import Server, issue_certs
+
+    from trainadmit.cluster.lease import PREFLIGHT_STATUS_LEASE, RECONCILER_LEASE
+
+    http = cp.http
+    for lease in (RECONCILER_LEASE, PREFLIGHT_STATUS_LEASE):  # another test's replica may still hold it
+        http.delete({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                     "metadata": {"name": lease, "namespace": SYSTEM_NS}})
+    server = Server(policy_dir, issue_certs(directory / "certs"), workers=1,
+                    extra=["--reconcile", "--namespace", SYSTEM_NS],
+                    env_extra={"KUBECONFIG": str(kubeconfig), "POD_NAME": name})
+    try:
+        server.wait_ready(timeout=60)
+        yield server
+    finally:
+        server.stop()
+        delete_budget_quotas(http)
+        for lease in (RECONCILER_LEASE, PREFLIGHT_STATUS_LEASE):
+            http.delete({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                         "metadata": {"name": lease, "namespace": SYSTEM_NS}})

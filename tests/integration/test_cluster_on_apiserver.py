@@ -12,7 +12,7 @@ import threading
 import pytest
 from controlplane import ControlPlane, KubeError, wait_until
 from helpers import job
-from kube_fixtures import APISERVER, SYSTEM_NS, gpu_node
+from kube_fixtures import APISERVER, SYSTEM_NS, delete_budget_quotas, gpu_node
 
 from trainadmit.cluster.live import LiveCluster
 from trainadmit.engine import Request, decide, load_policy
@@ -250,6 +250,7 @@ def test_serve_reconcile_runs_both_elected_loops_as_the_service_account(webhook,
         wait_until(held, timeout=30, what="both Leases held by the serving replica")
     finally:
         assert server.stop() == 0
+        delete_budget_quotas(http)  # the reconciler wrote the budgets' ResourceQuotas
         for name in names:
             http.delete({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                          "metadata": {"name": name, "namespace": SYSTEM_NS}})

@@ -127,7 +127,8 @@ def start_reconciler(namespace: str, key: str, policy_dir: str = "policies", max
 
     def make(lease, me, log):
         core, custom = client.CoreV1Api(), client.CustomObjectsApi()
-        view = LiveCluster(core, custom=custom, log=log, max_age=max_age,
+        # discovery every 15 s: a report CRD installed later is written to within that
+        view = LiveCluster(core, custom=custom, log=log, max_age=max_age, discovery_interval=15.0,
                            on_change=lambda what, ns: writer.mark(what, ns), keep_workloads=True)
         writer = ReportWriter(custom, view, log=log, on_counts=record_report_violations)
         budgets = BudgetQuotas(core, lambda ns: view.quota_object(ns, BUDGET_NAME), log=log,
