@@ -316,13 +316,15 @@ GPU_PROBE = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "abse
 
 
 @contextlib.contextmanager
-def webhooks_removed(cp: ControlPlane, hook: Webhook, probe_namespace: str = "team-nlp"):
+def webhooks_removed(cp: ControlPlane, hook: Webhook):
     """deploy/'s webhook configurations deleted (an outage, or the time before trainadmit was installed)
     until the block ends, then registered again for ``hook``'s server. Returns once the apiserver has
-    stopped calling them: a dry-run create of a GPU Job comes back unmutated."""
+    stopped calling them: a dry-run create of a GPU Job comes back unmutated. (The probes run in team-nlp,
+    whose budget is far from reached: a probe refused by /mutate would never reach /validate.)"""
     http = cp.http
     for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
         http.delete({"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind, "metadata": {"name": "trainadmit"}})
+    probe_namespace = TEAM_NAMESPACES[0]
     probe = {**GPU_PROBE, "metadata": {**GPU_PROBE["metadata"], "namespace": probe_namespace}}
 
     def unmutated() -> bool:

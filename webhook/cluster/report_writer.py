@@ -6,7 +6,7 @@ marks its namespace dirty; a new policy generation, a switch of report API, or t
 (``resync`` seconds: node changes move capacity answers) marks every namespace. Each pass (the
 reconciler's period) then re-judges at most ``max_namespaces`` dirty namespaces, oldest first, and
 writes at most one report per namespace: created, replaced, or deleted once the namespace holds no
-judged workload (its workloads were deleted, or the policy no longer matches them). A report whose
+judged workload (its workloads were deleted or are being deleted, or the policy no longer matches them). A report whose
 content did not change is not written at all. So a policy change over 2,000 workloads in 20
 namespaces costs 20 writes in one pass, however often the workloads' status changes; Kyverno's
 reports controller, which wrote a report per resource and an intermediate report per admission, is
@@ -151,6 +151,8 @@ class ReportWriter:
         results, rules = [], Counter()
         index = self.view.workloads
         for obj in index.objects(namespace):
+            if (obj.get("metadata") or {}).get("deletionTimestamp"):
+                continue  # being deleted: it has no results (its GPUs still count until it is gone)
             verdict = judge(policy, obj, AsCreated(self.view, index, order_of(obj)))
             for result in results_of(verdict):
                 results.append(result)
