@@ -25,6 +25,11 @@ SERVING_RENEW_BEFORE = dt.timedelta(days=90)
 CA_RENEW_BEFORE = dt.timedelta(days=365)
 
 
+class CertError(ValueError):
+    """A certificate file or request that cannot be used as asked: the message names the file or value
+    and what to do (the command line prints it as one line, exit code 2)."""
+
+
 def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
@@ -109,6 +114,43 @@ def load_certs(pem: bytes) -> list[x509.Certificate]:
     return x509.load_pem_x509_certificates(pem) if pem.strip() else []
 
 
+def ip_addresses(values: list[str]) -> list[str]:
+    """``values`` as IP addresses for the serving certificate; a CertError names one that is not."""
+    for value in values:
+        try:
+            ipaddress.ip_address(value)
+        except ValueError:
+            raise CertError(f"--ip {value!r} is not an IPv4 or IPv6 address") from None
+    return values
+
+
+def ca_bundle(pem: bytes, source: str) -> list[x509.Certificate]:
+    """The CA certificates of a bundle file, every one checked: PEM, X.509, a CA (basicConstraints
+    ca=true), not expired. Anything else in a ``caBundle`` makes the apiserver distrust the webhook,
+    and behind a ``failurePolicy: Fail`` webhook that stops every create it guards."""
+    if not pem.strip():
+        raise CertError(f"{source}: empty: a CA bundle holds one or more PEM CA certificates")
+    if b"-----BEGIN CERTIFICATE-----" not in pem:
+        raise CertError(f"{source}: not a PEM certificate (no BEGIN CERTIFICATE block)")
+    try:
+        certs = x509.load_pem_x509_certificates(pem)
+    except ValueError as exc:
+        raise CertError(f"{source}: not a readable PEM certificate: {exc}") from None
+    now = utcnow()
+    for index, cert in enumerate(certs, start=1):
+        try:
+            is_ca = cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+        except x509.ExtensionNotFound:
+            is_ca = False
+        where = f"{source}: certificate {index} ({cert.subject.rfc4514_string()})"
+        if not is_ca:
+            raise CertError(f"{where} is not a CA certificate (basicConstraints ca=true): give the CA's ca.crt, "
+                            "not a serving certificate")
+        if cert.not_valid_after_utc <= now:
+            raise CertError(f"{where} expired on {cert.not_valid_after_utc:%Y-%m-%d}")
+    return certs
+
+
 def load_key(pem: bytes):
     return serialization.load_pem_private_key(pem, password=None)
 
@@ -181,9 +223,20 @@ class CertDir:
 
 def issue(directory: Path, name: str, namespace: str, extra_names: list[str] | None = None,
           ips: list[str] | None = None, now: dt.datetime | None = None, algorithm: str = "ecdsa-p256",
-          ca_days: int = CA_DAYS, serving_days: int = SERVING_DAYS) -> CertDir:
-    """Issue a new CA and serving certificate into ``directory``."""
+          ca_days: int = CA_DAYS, serving_days: int = SERVING_DAYS, force: bool = False) -> CertDir:
+    """Issue a new CA and serving certificate into ``directory``.
+
+    A directory that already holds a CA key is refused unless ``force``: a new CA there would break
+    every client (apiserver caBundle, other replicas) that trusts the old one, without a word."""
     now = now or utcnow()
+    existing = CertDir(Path(directory))
+    if existing.path.exists() and not existing.path.is_dir():
+        raise CertError(f"{directory}: not a directory")
+    if existing.ca_key.exists() and not force:
+        raise CertError(f"{existing.ca_key} exists: a new CA would replace it and every client that trusts the "
+                        "old one stops trusting the webhook; renew with `trainadmit certs rotate`, or pass --force "
+                        "to replace it")
+    ip_addresses(list(ips or []))
     ca = issue_ca(now=now, algorithm=algorithm, days=ca_days)
     serving = issue_serving(ca, service_names(name, namespace, extra_names), ips, days=serving_days, now=now,
                             algorithm=algorithm)
@@ -212,7 +265,7 @@ def rotate(directory: Path, now: dt.datetime | None = None, serving_renew_before
     ca = d.ca()
     serving = d.serving()
     if ca is None or serving is None:
-        raise FileNotFoundError(f"{directory}: no CA key pair or serving certificate to rotate; run `certs issue`")
+        raise CertError(f"{directory}: no CA key pair or serving certificate to rotate; run `trainadmit certs issue`")
     names = [n.value for n in serving.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
              if isinstance(n, x509.DNSName)]
     ips = [str(n.value) for n in serving.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
@@ -291,8 +344,10 @@ def check(directory: Path, expect_names: list[str] | None = None, now: dt.dateti
     except Exception as exc:
         ok = False
         lines.append(f"chain: BROKEN ({exc})")
-    names = [n.value for n in serving.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-             if isinstance(n, x509.DNSName)]
+    sans = serving.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    names = [n.value for n in sans if isinstance(n, x509.DNSName)]
+    ips = [str(n.value) for n in sans if isinstance(n, x509.IPAddress)]
+    lines.append(f"names: {', '.join(names + ips) or '(none)'}")
     for name in expect_names or []:
         if name not in names:
             ok = False

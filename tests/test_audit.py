@@ -192,9 +192,9 @@ def test_bad_arguments_are_one_line_and_exit_2(tmp_path):
     missing = run_cli("audit", str(tmp_path / "nope.json"), "-p", POLICIES)
     assert missing.returncode == 2 and "no such file or directory" in missing.stderr
     both = run_cli("audit", "--kubeconfig", str(tmp_path / "k"), str(tmp_path / "x.json"))
-    assert both.returncode == 2 and both.stderr == "trainadmit audit: give --kubeconfig or saved lists, not both\n"
+    assert both.returncode == 2 and both.stderr == "trainadmit audit: give --kubeconfig/--context or saved lists, not both\n"
     no_config = run_cli("audit", "--kubeconfig", str(tmp_path / "missing-kubeconfig"), "-p", POLICIES)
-    assert no_config.returncode == 2 and no_config.stderr.startswith("trainadmit audit: cannot use kubeconfig")
+    assert no_config.returncode == 2 and no_config.stderr.startswith("trainadmit audit: cannot use the cluster: ")
     assert no_config.stderr.count("\n") == 1
 
 

@@ -114,3 +114,62 @@ def test_the_certificate_controller_imports_neither_engine_nor_policy():
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     heavy = ("trainadmit.engine", "trainadmit.policy", "pydantic")
     assert not [m for m in loaded if m.startswith(heavy)]
+
+
+# ---- the certificate commands never destroy or accept garbage silently ----------------------------
+
+def test_issue_refuses_to_replace_an_existing_ca_without_force(tmp_path):
+    from helpers import run_cli
+
+    assert run_cli("certs", "issue", "--out", str(tmp_path)).returncode == 0
+    key = (tmp_path / "ca.key").read_bytes()
+    again = run_cli("certs", "issue", "--out", str(tmp_path))
+    assert again.returncode == 2 and f"{tmp_path / 'ca.key'} exists" in again.stderr and "--force" in again.stderr
+    assert (tmp_path / "ca.key").read_bytes() == key
+    assert run_cli("certs", "issue", "--out", str(tmp_path), "--force").returncode == 0
+    assert (tmp_path / "ca.key").read_bytes() != key
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"\x8f\x00random bytes\xff" * 20, "not a PEM certificate"),
+    (b"just some text\n", "not a PEM certificate"),
+    (b"", "empty"),
+    (b"-----BEGIN CERTIFICATE-----\nnot base64 at all\n-----END CERTIFICATE-----\n", "not a readable PEM certificate"),
+])
+def test_inject_ca_refuses_what_is_not_a_pem_ca_bundle(tmp_path, content, message):
+    from helpers import run_cli
+
+    bad = tmp_path / "bundle.pem"
+    bad.write_bytes(content)
+    r = run_cli("certs", "inject-ca", "--ca", str(bad), stdin="kind: ValidatingWebhookConfiguration\n")
+    assert r.returncode == 2 and f"--ca {bad}: {message}" in r.stderr and r.stdout == ""
+
+
+def test_inject_ca_refuses_a_serving_certificate(tmp_path):
+    from helpers import run_cli
+
+    issued(tmp_path)
+    r = run_cli("certs", "inject-ca", "--ca", str(tmp_path / "tls.crt"), stdin="kind: MutatingWebhookConfiguration\n")
+    assert r.returncode == 2 and "is not a CA certificate" in r.stderr
+
+
+def test_certificate_inputs_are_one_line_errors(tmp_path):
+    from helpers import run_cli
+
+    r = run_cli("certs", "issue", "--ip", "not-an-ip", "--out", str(tmp_path / "x"))
+    assert r.returncode == 2 and "--ip 'not-an-ip' is not an IPv4 or IPv6 address" in r.stderr
+    assert not (tmp_path / "x").exists()
+    (tmp_path / "empty").mkdir()
+    r = run_cli("certs", "rotate", "--dir", str(tmp_path / "empty"))
+    assert r.returncode == 2 and "no CA key pair or serving certificate to rotate" in r.stderr
+    r = run_cli("certs", "inject-ca", "--ca", str(tmp_path / "none.crt"))
+    assert r.returncode == 2 and "no such file" in r.stderr
+
+
+def test_certs_check_lists_the_names_it_promises(tmp_path):
+    from helpers import run_cli
+
+    pki.issue(tmp_path, "trainadmit", "trainadmit-system", extra_names=["hook.example.com"], ips=["10.0.0.7"])
+    out = run_cli("certs", "check", "--dir", str(tmp_path)).stdout
+    assert ("names: trainadmit.trainadmit-system.svc, trainadmit.trainadmit-system.svc.cluster.local, "
+            "trainadmit.trainadmit-system, trainadmit, hook.example.com, 10.0.0.7") in out

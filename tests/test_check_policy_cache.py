@@ -17,7 +17,7 @@ from helpers import job
 
 from trainadmit.authoring.explain import Explainer
 from trainadmit.cli.inputs import Item
-from trainadmit.cli.render import record, text
+from trainadmit.cli.render import Options, record, text
 from trainadmit.engine import Request, decide, load_policy
 from trainadmit.policy import cache, models
 
@@ -65,7 +65,7 @@ def test_a_cached_set_decides_as_the_validated_one(backend, tmp_path):
         assert b.as_dict() == a.as_dict(), name
         assert (b.mutated, b.companions) == (a.mutated, a.companions), name
         item = Item(name, 1, request.obj)
-        assert text(item, b, explain_cached) == text(item, a, explain_fresh), name
+        assert text(item, b, Options(explainer=explain_cached)) == text(item, a, Options(explainer=explain_fresh)), name
         assert record(item, b) == record(item, a)
 
 

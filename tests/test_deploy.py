@@ -10,7 +10,7 @@ from functools import cache
 
 import pytest
 import yaml
-from conftest import EXAMPLES, FIXTURES, POLICIES, ROOT, load_yaml, review, schema_errors
+from conftest import EXAMPLES, FIXTURES, ROOT, load_yaml, review, schema_errors
 from helpers import with_gpus
 
 from trainadmit.engine import match
@@ -140,7 +140,7 @@ def test_every_podgroup_the_engine_asks_for_is_in_the_reconcilers_rbac(tmp_path)
 
 
 def test_priority_classes_are_current_and_cover_every_tier(policy):
-    generated = subprocess.run([sys.executable, "-m", "trainadmit.cli", "policy", "priorityclasses", str(POLICIES)],
+    generated = subprocess.run([sys.executable, "-m", "trainadmit.cli", "policy", "priorityclasses", "policies"],
                                capture_output=True, text=True, check=True, cwd=ROOT).stdout
     assert (ROOT / "deploy" / "base" / "priorityclasses.yaml").read_text() == generated, \
         "run: trainadmit policy priorityclasses policies > deploy/base/priorityclasses.yaml"
@@ -245,14 +245,14 @@ def test_match_conditions_compile_and_select_exactly_the_gpu_workloads(policy, w
 
 
 def test_webhook_configurations_are_generated_from_the_adapters_and_policy():
-    generated = subprocess.run([sys.executable, "-m", "trainadmit.cli", "policy", "webhooks", str(POLICIES)],
-                               capture_output=True, text=True, check=True).stdout
+    generated = subprocess.run([sys.executable, "-m", "trainadmit.cli", "policy", "webhooks", "policies"],
+                               capture_output=True, text=True, check=True, cwd=ROOT).stdout
     assert (ROOT / "deploy" / "base" / "webhooks.yaml").read_text() == generated, \
         "regenerate: trainadmit policy webhooks policies > deploy/base/webhooks.yaml"
 
 
 def test_policy_configmap_is_current():
-    generated = subprocess.run([sys.executable, "-m", "trainadmit.cli", "policy", "configmap", str(POLICIES)],
+    generated = subprocess.run([sys.executable, "-m", "trainadmit.cli", "policy", "configmap", "policies"],
                                capture_output=True, text=True, check=True, cwd=ROOT).stdout
     assert (ROOT / "deploy" / "base" / "policies.yaml").read_text() == generated, \
         "run: trainadmit policy configmap policies > deploy/base/policies.yaml"
@@ -319,3 +319,15 @@ def test_network_policy_admits_only_non_pod_addresses_to_the_webhook_port(overla
     assert blocks and all(block["except"] for block in blocks if block["cidr"] == "0.0.0.0/0")  # the Pod network
     namespaces = [peer["namespaceSelector"] for peer in peers if "namespaceSelector" in peer]
     assert namespaces == [{"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}]
+
+
+def test_the_ci_check_role_grants_exactly_the_lists_check_reads():
+    """deploy/ci/check-clusterrole.yaml: what `check --kubeconfig` calls (list only), nothing more."""
+    from trainadmit.cluster.listed import PERMISSIONS
+
+    role = yaml.safe_load((ROOT / "deploy" / "ci" / "check-clusterrole.yaml").read_text())
+    assert role["kind"] == "ClusterRole"
+    granted = {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
+               for v in rule["verbs"]}
+    assert granted == {(p.group, p.resource, v) for p in PERMISSIONS for v in p.verbs}
+    assert {v for _, _, v in granted} == {"list"}

@@ -40,7 +40,7 @@ from typing import IO, Any
 from .common import DEFAULT_POLICY_DIR, EXIT_DENIED, EXIT_ERROR, EXIT_OK, load_policy_or_report, policy_cache_dir
 from .inputs import STDIN, InputError, manifest_files
 
-SERVED_POLICY = "trainadmit-system/trainadmit-policies"
+SERVED_POLICY = "trainadmit-system/trainadmit-policies"  # cluster.listed.SERVED_POLICY, as the flag writes it
 STATUS_WORDS = {"denied": "DENIED", "changes": "WOULD CHANGE", "compliant": "COMPLIANT"}
 
 
@@ -65,28 +65,29 @@ class FileSource:
                 shutil.copyfileobj(sys.stdin, out)
         return self._spool
 
-    def objects(self) -> Iterator[Any]:
+    def objects(self) -> Iterator[tuple[str, Any]]:
         from .streamlists import iter_objects
 
         for path in self.files:
-            yield from iter_objects(path)
+            for obj in iter_objects(path):
+                yield path, obj
 
     def view(self):
         from ..cluster.snapshot import SnapshotCluster, SnapshotError
 
         view = SnapshotCluster([], name="audit")
-        for obj in self.objects():
+        for path, obj in self.objects():
             try:
                 view.add(obj)
             except SnapshotError as exc:
-                raise InputError(str(exc)) from exc
+                raise InputError(f"{'<stdin>' if path == self._spool else path}: {exc}") from exc
         view.finish()
         return view
 
     def workloads(self) -> Iterator[Any]:
         from ..engine.workloads import adapter_for
 
-        for obj in self.objects():
+        for _, obj in self.objects():
             if isinstance(obj, dict) and adapter_for(obj.get("apiVersion"), obj.get("kind")) is not None:
                 yield obj
 
@@ -96,61 +97,50 @@ class FileSource:
 
 
 class ClusterSource:
-    """A live cluster through a kubeconfig: every kind listed for the view, then the workloads page by page."""
+    """A live cluster (``cluster.listed``, as `check --kubeconfig` reads it): every kind listed for the view,
+    then the workloads page by page."""
 
-    def __init__(self, kubeconfig: str, context: str | None):
-        from kubernetes import config
-
-        try:
-            self.api = config.new_client_from_config(config_file=kubeconfig, context=context)
-        except (config.ConfigException, OSError, ValueError, TypeError) as exc:
-            raise AuditError(f"cannot use kubeconfig {kubeconfig}: {exc}") from exc
-
-    def _calls(self, what: str, call):
-        from ..cluster.live import ApiError
+    def __init__(self, kubeconfig: str | None, context: str | None):
+        from ..cluster.listed import ListError, api_client
 
         try:
-            return call()
-        except ApiError as exc:
-            raise AuditError(f"{what}: {exc.status} {exc.reason}") from exc
-        except Exception as exc:  # urllib3's connection errors, TLS failures: the cluster cannot be read
-            raise AuditError(f"{what}: {type(exc).__name__}: {exc}") from exc
+            self.api = api_client(kubeconfig, context)
+        except ListError as exc:
+            raise AuditError(f"cannot use the cluster: {exc}") from exc
 
     def view(self):
-        from ..cluster.listed import listed_view
+        from ..cluster.listed import ListError, listed_cluster
 
-        return self._calls("cannot read the cluster", lambda: listed_view(self.api))
+        try:
+            return listed_cluster(client_api=self.api)
+        except ListError as exc:
+            raise AuditError(f"cannot build the cluster view: {exc}") from exc
 
     def workloads(self) -> Iterator[Any]:
-        from ..cluster.listed import workloads
+        from ..cluster.listed import ListError, workloads
 
         stream = workloads(self.api)
         while True:
-            item = self._calls("cannot list the workloads", lambda: next(stream, None))
+            try:
+                item = next(stream, None)
+            except ListError as exc:
+                raise AuditError(f"cannot list the workloads: {exc}") from exc
             if item is None:
                 return
             yield item
 
     def served_policy(self, where: str, directory: Path) -> Path:
         """The served policy's ConfigMap (``namespace/name``), written out as the directory the server mounts."""
-        from kubernetes import client
-
-        from ..cluster.live import _call
+        from ..cluster.listed import ListError, served_policy_files
 
         namespace, _, name = where.partition("/")
         if not namespace or not name:
             raise AuditError(f"--served-policy {where!r}: expected NAMESPACE/NAME")
-        resp = self._calls(f"cannot read the served policy ConfigMap {where}", lambda: _call(
-            client.CoreV1Api(self.api).read_namespaced_config_map, name, namespace, _preload_content=False,
-            _request_timeout=(10, 30)))
-        import json
-
-        data = (json.loads(resp.data) or {}).get("data") or {}
-        if not data:
-            raise AuditError(f"the served policy ConfigMap {where} holds no files")
-        for key, text in data.items():
-            if "/" in key or key.startswith("."):
-                continue
+        try:
+            files = served_policy_files(self.api, namespace, name)
+        except ListError as exc:
+            raise AuditError(f"cannot read {exc}") from exc
+        for key, text in files.items():
             (directory / key).write_text(text, encoding="utf-8")
         return directory
 
@@ -212,15 +202,13 @@ class TextOutput:
     def add(self, verdict) -> None:
         if verdict.status.value == "skipped":
             return
+        from .render import violation_lines
+
         d = verdict.decision
         head = f"{verdict.identity}: {STATUS_WORDS[verdict.status.value]}"
         lines = []
         if verdict.status.value == "denied":
             lines.append(head + f" ({len(d.denials)} problem{'s' if len(d.denials) != 1 else ''})")
-            for v in d.denials:
-                lines.append(f"  ✗ [{v.rule}] {v.path}: {v.message}")
-                if v.hint:
-                    lines.append(f"    fix: {v.hint}")
         elif verdict.status.value == "changes":
             concerns = sorted({c.concern for c in verdict.changes})
             lines.append(head + f" ({len(verdict.changes)} field{'s' if len(verdict.changes) != 1 else ''}: "
@@ -230,8 +218,7 @@ class TextOutput:
                 lines.append("    " + change.text() + (f"  ({ref})" if ref else ""))
         else:
             lines.append(head)
-        for v in d.warnings:
-            lines.append(f"  ! warning [{v.rule}] {v.path}: {v.message}" + (f" ({v.hint})" if v.hint else ""))
+        lines.extend(violation_lines(d))  # as `check` prints them
         if verdict.applied_generation and verdict.applied_generation != d.generation:
             lines.append(f"  configured by policy generation {verdict.applied_generation}")
         self.out.write("\n".join(lines) + "\n")
@@ -333,13 +320,18 @@ def _policy(args: argparse.Namespace, source, scratch: Path):
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    if args.kubeconfig and args.files:
-        print("trainadmit audit: give --kubeconfig or saved lists, not both", file=sys.stderr)
+    live = args.kubeconfig is not None or args.context is not None
+    if live and args.files:
+        print("trainadmit audit: give --kubeconfig/--context or saved lists, not both", file=sys.stderr)
+        return EXIT_ERROR
+    if not live and not args.files:
+        print("trainadmit audit: give saved lists (FILE: files, directories, - for stdin) or --kubeconfig FILE (see: "
+              "trainadmit audit --help)", file=sys.stderr)
         return EXIT_ERROR
     source: FileSource | ClusterSource | None = None
     scratch = Path(tempfile.mkdtemp(prefix="trainadmit-audit-policy-"))
     try:
-        source = ClusterSource(args.kubeconfig, args.context) if args.kubeconfig else FileSource(args.files)
+        source = ClusterSource(args.kubeconfig or None, args.context) if live else FileSource(args.files)
         policy, policy_dir = _policy(args, source, scratch)
         if policy is None:
             return EXIT_ERROR
@@ -382,16 +374,25 @@ def _audit(args: argparse.Namespace, source, policy, policy_dir: str) -> int:
 
 
 def add_parser(sub, run) -> None:
+    from .common import path_arg
+
     audit = sub.add_parser("audit", help="re-decide the training workloads already in a cluster (or saved lists)")
-    audit.add_argument("files", nargs="*", help="saved lists (`kubectl get ... -A -o json`), directories, or - "
-                       "for stdin; not with --kubeconfig")
-    audit.add_argument("--kubeconfig", help="read a live cluster through this kubeconfig instead")
-    audit.add_argument("--context", help="the kubeconfig context (default: its current one)")
-    audit.add_argument("-p", "--policy", help="the policy to judge by (default: with --kubeconfig the served one, "
-                       f"--served-policy; else {DEFAULT_POLICY_DIR})")
+    audit.add_argument("files", nargs="*", metavar="FILE", type=path_arg,
+                       help="saved lists (`kubectl get ... -A -o json`), directories, or - for stdin; not with "
+                       "--kubeconfig")
+    audit.add_argument("--kubeconfig", metavar="FILE",
+                       help="read a live cluster instead, read-only (cluster.listed.AUDIT_PERMISSIONS); "
+                       "--kubeconfig= (empty) takes the Pod's service account, else $KUBECONFIG or ~/.kube/config")
+    audit.add_argument("--context", help="the kubeconfig context of that cluster (implies the live cluster; "
+                       "default: the kubeconfig's current context)")
+    audit.add_argument("-p", "--policy", type=path_arg,
+                       help="the policy to judge by (default: with --kubeconfig the served one, --served-policy; "
+                       f"else $TRAINADMIT_POLICY_DIR or {DEFAULT_POLICY_DIR})")
     audit.add_argument("--served-policy", default=SERVED_POLICY, metavar="NAMESPACE/NAME",
-                       help="the ConfigMap the webhook mounts its policy from (default: %(default)s)")
-    audit.add_argument("-o", "--output", choices=["text", "json", "report"], default="text")
+                       help="the ConfigMap the webhook mounts its policy from")
+    audit.add_argument("-o", "--output", choices=["text", "json", "report"], default="text",
+                       help="text for people; json: a verdict per workload, then per namespace; report: the "
+                       "reports serve --reconcile writes, one per namespace")
     audit.add_argument("--report-api", choices=["openreports", "wgpolicyk8s"], default="openreports",
                        help="-o report: openreports.io/v1alpha1 Report (default) or wgpolicyk8s.io/v1alpha2 "
                        "PolicyReport")

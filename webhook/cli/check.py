@@ -21,23 +21,26 @@ from ..engine.clusterview import ClusterView, NoCluster
 from ..engine.request import deciding_phase
 from .common import EXIT_DENIED, EXIT_ERROR, EXIT_OK, load_policy_or_report, policy_cache_dir
 from .inputs import InputError, as_update, iter_items, manifest_files, old_objects
-from .render import JsonOutput, TextOutput, YamlOutput, patch_element, record
+from .render import JsonOutput, Options, Output, TextOutput, YamlOutput, patch_element, record
 
 
 @dataclass
 class Tally:
     """What the summary line and the exit code say."""
 
+    strict: bool = False
     admitted: int = 0
     denied: int = 0
     unmatched: int = 0
-    input_problems: list[str] = field(default_factory=list)  # unparsable files, objects without their --old
+    warned: int = 0  # admitted objects with warnings (they fail with --strict)
+    input_problems: list[str] = field(default_factory=list)  # unreadable input, objects without their --old
 
     def add(self, decision: Decision) -> None:
         if not decision.matched:
             self.unmatched += 1
         elif decision.allowed:
             self.admitted += 1
+            self.warned += bool(decision.warnings)  # counted apart only with --strict, where they fail
         else:
             self.denied += 1
 
@@ -45,14 +48,40 @@ class Tally:
         total = self.admitted + self.denied + self.unmatched
         problems = len(self.input_problems)
         inputs = f", {problems} input problem{'s' if problems != 1 else ''}" if problems else ""
+        warned = f", {self.warned} failed on warnings (--strict)" if self.strict and self.warned else ""
         return (f"{total} object{'s' if total != 1 else ''}: {self.admitted} admitted, {self.denied} denied, "
-                f"{self.unmatched} not matched{inputs} (policy generation {generation})")
+                f"{self.unmatched} not matched{warned}{inputs} (policy generation {generation})")
 
     def exit_code(self) -> int:
-        return EXIT_ERROR if self.input_problems else EXIT_DENIED if self.denied else EXIT_OK
+        if self.input_problems:
+            return EXIT_ERROR
+        return EXIT_DENIED if self.denied or (self.strict and self.warned) else EXIT_OK
+
+
+# what each output can show: --explain and --quiet are refused where they would mean nothing
+EXPLAINS = ("text", "yaml", "json")
+QUIET = ("text", "json", "patch", "junit", "sarif")
+
+
+def _usage(message: str) -> int:
+    print(f"trainadmit check: {message} (see: trainadmit check --help)", file=sys.stderr)
+    return EXIT_ERROR
 
 
 def _cluster(args: argparse.Namespace) -> ClusterView | None:
+    live = args.kubeconfig is not None or args.context is not None
+    if live and args.cluster:
+        print("trainadmit check: --cluster and --kubeconfig/--context both give the cluster view: choose one",
+              file=sys.stderr)
+        return None
+    if live:
+        from ..cluster.listed import ListError, listed_cluster
+
+        try:
+            return listed_cluster(args.kubeconfig or None, args.context)
+        except ListError as exc:
+            print(f"trainadmit check: cannot build the cluster view: {exc}", file=sys.stderr)
+            return None
     if not args.cluster:
         return NoCluster()
     from ..cluster.snapshot import SnapshotCluster, SnapshotError
@@ -60,11 +89,35 @@ def _cluster(args: argparse.Namespace) -> ClusterView | None:
     try:
         return SnapshotCluster.from_files(args.cluster)
     except (OSError, SnapshotError) as exc:
-        print(f"trainadmit: cannot read cluster snapshot: {exc}", file=sys.stderr)
+        print(f"trainadmit check: cannot read cluster snapshot: {exc}", file=sys.stderr)
         return None
 
 
+def _output(args: argparse.Namespace, options: Options) -> Output:
+    out = sys.stdout
+    if args.output == "text":
+        return TextOutput(out, options)
+    if args.output == "json":
+        return JsonOutput(out, record, options)
+    if args.output == "patch":
+        return JsonOutput(out, patch_element, options)
+    if args.output == "yaml":
+        return YamlOutput(out, options=options)
+    from .cireports import JunitOutput, SarifOutput
+
+    return (JunitOutput if args.output == "junit" else SarifOutput)(out, options)
+
+
 def cmd_check(args: argparse.Namespace) -> int:
+    if args.explain and args.output not in EXPLAINS:
+        return _usage(f"--explain shows with -o {', '.join(EXPLAINS)}, not with -o {args.output}")
+    if args.quiet and args.output not in QUIET:
+        return _usage(f"--quiet has no meaning with -o {args.output}: it prints the admitted objects")
+    try:
+        files = manifest_files(args.files)
+    except InputError as exc:
+        print(f"trainadmit check: {exc}", file=sys.stderr)
+        return EXIT_ERROR
     policy = load_policy_or_report(args.policy, policy_cache_dir())
     if policy is None:
         return EXIT_ERROR
@@ -72,24 +125,25 @@ def cmd_check(args: argparse.Namespace) -> int:
     if cluster is None:
         return EXIT_ERROR
     try:
-        files = manifest_files(args.files)
         olds = old_objects([args.old]) if args.old else None
     except InputError as exc:
-        print(f"trainadmit: {exc}", file=sys.stderr)
+        print(f"trainadmit check: --old: {exc}", file=sys.stderr)
         return EXIT_ERROR
     explainer = None
     if args.explain:
         from ..authoring.explain import Explainer
 
         explainer = Explainer(policy, args.policy)
-    out = sys.stdout
-    output = {"text": lambda: TextOutput(out, explainer), "json": lambda: JsonOutput(out, record),
-              "patch": lambda: JsonOutput(out, patch_element), "yaml": lambda: YamlOutput(out)}[args.output]()
-    tally = Tally()
+    options = Options(namespace=args.namespace, explainer=explainer, strict=args.strict, quiet=args.quiet,
+                      cluster=not isinstance(cluster, NoCluster))
+    output = _output(args, options)
+    tally = Tally(strict=args.strict)
 
     def problem(exc: InputError) -> None:  # reported when met; the rest is still checked, the exit code is 2
-        tally.input_problems.append(str(exc))
-        print(f"trainadmit: {exc}", file=sys.stderr)
+        message = str(exc)
+        tally.input_problems.append(message)
+        print(f"trainadmit: {message}", file=sys.stderr)
+        output.problem(message, message.split(":", 1)[0].split("#", 1)[0] or None)
 
     for item in iter_items(files, problem):
         if olds is not None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
 import os
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -11,7 +13,30 @@ if TYPE_CHECKING:
     from ..policy import PolicySet
 
 EXIT_OK, EXIT_DENIED, EXIT_ERROR = 0, 1, 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a process a Ctrl-C ended
+# what each command may exit with (docs/cli.md); the bad-input battery holds every command to it
+EXIT_CODES = (EXIT_OK, EXIT_DENIED, EXIT_ERROR, EXIT_INTERRUPTED)
 DEFAULT_POLICY_DIR = os.environ.get("TRAINADMIT_POLICY_DIR", "policies")
+
+
+def path_arg(text: str) -> str:
+    """A file or directory argument (an argparse type): an empty one is a usage error, not the
+    current directory, which is what ``Path("")`` would quietly become."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path")
+    return text
+
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+def dns_label(text: str) -> str:
+    """A Kubernetes object name that must be a DNS-1123 label (a Service, a namespace): what the
+    apiserver itself would refuse is a usage error here."""
+    if not _DNS_LABEL.match(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a DNS-1123 label (lowercase letters, digits and '-', "
+                                         "at most 63)")
+    return text
 
 
 def policy_cache_dir() -> Path | None:

@@ -23,6 +23,7 @@ from . import fastyaml
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 STDIN = "-"
+STDIN_NAME = "<stdin>"  # how output names what came from stdin
 _PEEK = 4096
 
 
@@ -39,19 +40,57 @@ class Item:
     namespace: str | None = None
     old: Any = None
     user: dict | None = None
+    item: int | None = None  # the position in a List's items
+    within: tuple[str | int, ...] = ()  # where the object sits in its document (a List's item, a review's object)
+
+    @property
+    def label(self) -> str:
+        """``file#document`` (``file#document.items[i]`` for an item of a List): what output lines start with."""
+        return f"{self.source}#{self.index}" + (f".items[{self.item}]" if self.item is not None else "")
 
 
-def _expand(source: str, index: int, doc: Any) -> list[Item]:
-    """Lists become their items; an AdmissionReview becomes the object it carries."""
+def _expand(source: str, index: int, doc: Any, within: tuple[str | int, ...] = ()) -> list[Item]:
+    """Lists become their items; an AdmissionReview becomes the object it carries.
+
+    The items of a typed list the API returns (``JobList``) carry no kind or apiVersion of their
+    own: they get the list's, as the apiserver's ``kubectl get -o json`` would have written them."""
     if isinstance(doc, dict) and doc.get("kind") == "AdmissionReview" and isinstance(doc.get("request"), dict):
         req = doc["request"]
         return [Item(source, index, req.get("object"), str(req.get("operation", "CREATE")),
-                     req.get("namespace"), req.get("oldObject"), req.get("userInfo"))]
+                     req.get("namespace"), req.get("oldObject"), req.get("userInfo"),
+                     within=(*within, "request", "object"))]
     if isinstance(doc, dict) and isinstance(doc.get("review"), dict):  # captured apiserver requests
-        return _expand(source, index, doc["review"])
-    if isinstance(doc, dict) and str(doc.get("kind", "")).endswith("List") and isinstance(doc.get("items"), list):
-        return [Item(source, index, item) for item in doc["items"]]
-    return [Item(source, index, doc)]
+        return _expand(source, index, doc["review"], (*within, "review"))
+    kind = doc.get("kind") if isinstance(doc, dict) else None
+    if isinstance(kind, str) and kind.endswith("List") and isinstance(doc.get("items"), list):
+        item_kind, api_version = kind[: -len("List")], doc.get("apiVersion")
+        out = []
+        for i, obj in enumerate(doc["items"]):
+            if isinstance(obj, dict) and item_kind and "kind" not in obj and "apiVersion" not in obj:
+                obj = {"apiVersion": api_version, "kind": item_kind, **obj}
+            out.append(Item(source, index, obj, item=i, within=(*within, "items", i)))
+        return out
+    return [Item(source, index, doc, within=within)]
+
+
+def object_problem(item: Item) -> str | None:
+    """Why the item is not a Kubernetes object the apiserver would take, or None.
+
+    The apiserver refuses a document without a string ``apiVersion`` and ``kind``, and a non-mapping
+    ``metadata``; such a document is an input problem (exit 2), not an object "left alone"."""
+    obj = item.obj
+    if obj is None and item.operation == "DELETE":  # a DELETE review carries only the old object
+        return None
+    if not isinstance(obj, dict):
+        what = {list: "a list", str: "a string", int: "a number", float: "a number", bool: "a boolean",
+                type(None): "empty"}.get(type(obj), type(obj).__name__)
+        return f"{item.label}: not a Kubernetes object ({what}, where a mapping with apiVersion and kind belongs)"
+    missing = [key for key in ("apiVersion", "kind") if not isinstance(obj.get(key), str) or not obj.get(key)]
+    if missing:
+        return f"{item.label}: not a Kubernetes object: {' and '.join(missing)} missing or not a string"
+    if "metadata" in obj and not isinstance(obj["metadata"], dict):
+        return f"{item.label}: {obj['kind']}: metadata is not a mapping"
+    return None
 
 
 class _Resumed:
@@ -91,6 +130,8 @@ def iter_documents(text: str | IO[str], source: str) -> Iterator[tuple[int, Any]
             data = json.loads(text)
         except json.JSONDecodeError:
             data = None
+        except RecursionError as exc:
+            raise InputError(f"{source}: nested too deeply to be a Kubernetes object") from exc
         if data is not None:
             yield from enumerate(data if isinstance(data, list) else [data], start=1)
             return
@@ -99,14 +140,24 @@ def iter_documents(text: str | IO[str], source: str) -> Iterator[tuple[int, Any]
             if doc is not None:
                 yield i, doc
     except yaml.YAMLError as exc:
-        raise InputError(f"{source}: not valid YAML or JSON: {exc}") from exc
+        raise InputError(f"{source}: not valid YAML or JSON: {_one_line(exc)}") from exc
+    except RecursionError as exc:
+        raise InputError(f"{source}: nested too deeply to be a Kubernetes object") from exc
+
+
+def _one_line(exc: Exception) -> str:
+    """PyYAML's message spreads over lines (and may draw a caret under a snippet): one line of it."""
+    parts = [line.strip() for line in str(exc).splitlines() if line.strip() and not line.strip().startswith("^")]
+    return "; ".join(parts)[:400]
 
 
 def manifest_files(paths: list[str]) -> list[str]:
     """Every file to read, in order (``-`` for stdin), directories expanded recursively; an
     InputError names a path that does not exist or a directory without manifests."""
+    if not paths:
+        raise InputError("no input: give FILE arguments (files or directories), or - to read stdin")
     out: list[str] = []
-    for raw in paths or [STDIN]:
+    for raw in paths:
         if raw == STDIN:
             out.append(STDIN)
             continue
@@ -123,15 +174,25 @@ def manifest_files(paths: list[str]) -> list[str]:
     return out
 
 
+def _not_text(source: str, exc: UnicodeDecodeError) -> InputError:
+    return InputError(f"{source}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}): "
+                      "manifests are YAML or JSON")
+
+
 def _documents_of(file: str) -> Iterator[tuple[str, int, Any]]:
     if file == STDIN:
-        for i, doc in iter_documents(sys.stdin, "<stdin>"):
-            yield "<stdin>", i, doc
+        try:
+            for i, doc in iter_documents(sys.stdin, STDIN_NAME):
+                yield STDIN_NAME, i, doc
+        except UnicodeDecodeError as exc:
+            raise _not_text(STDIN_NAME, exc) from exc
         return
     try:
         text = Path(file).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{file}: cannot read: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise _not_text(file, exc) from exc
+    except OSError as exc:
+        raise InputError(f"{file}: cannot read: {exc.strerror or exc}") from exc
     for i, doc in iter_documents(text, file):
         yield file, i, doc
 
@@ -140,11 +201,22 @@ def iter_items(files: list[str], unreadable: Callable[[InputError], None]) -> It
     """The objects to decide on, one at a time: documents, with Lists and AdmissionReviews unpacked.
 
     A file that cannot be read or parsed goes to ``unreadable`` and the next file is read (the
-    documents before a syntax error have been yielded by then)."""
+    documents before a syntax error have been yielded by then); so does a document that is not a
+    Kubernetes object (the next document is read), and a file with no document at all: an empty
+    file or stdin says nothing was checked, which must not read as "admitted"."""
     for file in files:
+        documents = 0
         try:
             for source, index, doc in _documents_of(file):
-                yield from _expand(source, index, doc)
+                documents += 1
+                for item in _expand(source, index, doc):
+                    problem = object_problem(item)
+                    if problem is None:
+                        yield item
+                    else:
+                        unreadable(InputError(problem))
+            if not documents:
+                unreadable(InputError(f"{STDIN_NAME if file == STDIN else file}: no Kubernetes objects (empty)"))
         except InputError as exc:
             unreadable(exc)
 
@@ -157,7 +229,12 @@ def read_documents(paths: list[str]) -> list[tuple[str, int, Any]]:
 
 def read_inputs(paths: list[str]) -> list[Item]:
     """Every object of ``paths`` (an InputError for the first problem)."""
-    return [item for source, index, doc in read_documents(paths) for item in _expand(source, index, doc)]
+    items = [item for source, index, doc in read_documents(paths) for item in _expand(source, index, doc)]
+    for item in items:
+        problem = object_problem(item)
+        if problem is not None:
+            raise InputError(problem)
+    return items
 
 
 def _identity(obj: Any) -> tuple[str, str, str, str] | None:
@@ -180,6 +257,7 @@ def as_update(item: Item, olds: dict[tuple[str, str, str, str] | None, Any]) -> 
     key = _identity(item.obj)
     if key is None or key not in olds:
         what = f"{key[1]} {key[2] or '(no namespace)'}/{key[3]}" if key else "this document"
-        raise InputError(f"{item.source}#{item.index}: --old has no object matching {what} (same apiVersion, "
+        raise InputError(f"{item.label}: --old has no object matching {what} (same apiVersion, "
                          "kind, namespace and name)")
-    return Item(item.source, item.index, item.obj, "UPDATE", item.namespace, olds[key], item.user)
+    return Item(item.source, item.index, item.obj, "UPDATE", item.namespace, olds[key], item.user, item.item,
+                item.within)

@@ -1,6 +1,7 @@
 """`trainadmit` command line: a thin layer over the engine, the server and the certificate tools.
 
-Exit codes (DESIGN §6): 0 every object admitted, 1 any denied, 2 unreadable input or invalid policy.
+Exit codes (DESIGN §6, docs/cli.md): 0 every object admitted, 1 any denied, 2 unreadable input, invalid
+policy, a usage error or output that could not be written, 130 interrupted.
 Each command's module is imported only when that command runs, so that `check` (run per file in CI
 and pre-commit hooks) never pays for the web server, metrics or Kubernetes client.
 """
@@ -13,10 +14,12 @@ import os
 import sys
 from collections.abc import Sequence
 
+from .. import __version__
 from ..grammars.preflight import COMMAND as PREFLIGHT
 from ..grammars.preflight import ENV_ROOT, TERMINATION_LOG
 from ..grammars.preflight import add_arguments as add_preflight_arguments
-from .common import DEFAULT_POLICY_DIR, EXIT_OK
+from .common import DEFAULT_POLICY_DIR, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, path_arg
+from .streams import GuardedStdout, StdoutClosed, silence, stdout_usable
 
 
 def _lazy(module: str, function: str):
@@ -24,6 +27,15 @@ def _lazy(module: str, function: str):
         import importlib
 
         return int(getattr(importlib.import_module(f"{__package__}.{module}"), function)(args))
+    return run
+
+
+def _show_help(parser: argparse.ArgumentParser):
+    """A command group run without its sub-command (`trainadmit`, `trainadmit policy`): its help,
+    which lists the sub-commands, on stdout and exit 0 (as kubectl's and kyverno's groups do)."""
+    def run(args: argparse.Namespace) -> int:
+        parser.print_help()
+        return EXIT_OK
     return run
 
 
@@ -44,64 +56,121 @@ def _columns() -> int:
 
 
 class _Formatter(argparse.HelpFormatter):
+    """Help whose every option says its default: a default that is not "nothing" (None, False, an
+    empty list) is appended unless the text already names it."""
+
     def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width: int | None = None):
         super().__init__(prog, indent_increment, max_help_position, width if width is not None else _columns() - 2)
 
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if ("default" in text or default in (None, False, [], argparse.SUPPRESS)
+                or (not action.option_strings and action.nargs not in ("?", "*"))):
+            return text
+        return f"{text} (default: %(default)s)"
+
 
 class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose help formatter needs no shutil; sub-commands' parsers are of this class too."""
+    """Every parser of the program, sub-commands' included (argparse makes those of the same class):
+    its help formatter needs no shutil, it answers --version, and a usage error is one line naming
+    the argument, with exit code 2."""
 
     def __init__(self, *args, **kwargs) -> None:
         kwargs.setdefault("formatter_class", _Formatter)
         super().__init__(*args, **kwargs)
+        self.add_argument("--version", action="version", version=f"trainadmit {__version__}",
+                          help="print trainadmit's version and exit")
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(EXIT_ERROR, f"{self.prog}: {message} (see: {self.prog} --help)\n")
+
+
+def port_number(text: str) -> int:
+    """A TCP port, 1-65535 (an argparse type: a bad value is a usage error naming the flag)."""
+    value = int(text)
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text} is not a TCP port (1-65535)")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """A whole number of at least 1 (an argparse type)."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive whole number")
+    return value
+
+
+OUTPUTS = ("text", "yaml", "json", "patch", "junit", "sarif")
 
 
 def _add_check(sub) -> None:
     check = sub.add_parser("check", help="decide offline what the webhook would do with manifests")
-    check.add_argument("files", nargs="*", help="files, directories or - for stdin (default: stdin)")
-    check.add_argument("-p", "--policy", default=DEFAULT_POLICY_DIR, help="policy directory (default: %(default)s)")
-    check.add_argument("--cluster", action="append",
+    check.add_argument("files", nargs="*", metavar="FILE", type=path_arg,
+                       help="files, directories (read recursively) or - for stdin; at least one")
+    check.add_argument("-p", "--policy", default=DEFAULT_POLICY_DIR, type=path_arg,
+                       help="policy directory (default: $TRAINADMIT_POLICY_DIR, else %(default)s)")
+    check.add_argument("--cluster", action="append", metavar="SNAPSHOT", type=path_arg,
                        help="cluster snapshot: saved lists of nodes, resourcequotas, priorityclasses, pvc, "
                        "network-attachment-definitions, queues, localqueues, and `kubectl get --raw /apis`; repeatable")
-    check.add_argument("--old", metavar="FILE",
+    check.add_argument("--kubeconfig", metavar="FILE",
+                       help="build the cluster view from a live cluster, read-only (the lists --cluster reads); "
+                       "--kubeconfig= (empty) takes the Pod's service account, else $KUBECONFIG or ~/.kube/config")
+    check.add_argument("--context", help="the kubeconfig context of that cluster (implies the live view; default: "
+                       "the kubeconfig's current context)")
+    check.add_argument("--old", metavar="FILE", type=path_arg,
                        help="the stored objects before the change: decide each input object as an UPDATE of the "
                        "old object with the same kind, namespace and name")
-    check.add_argument("-o", "--output", choices=["text", "yaml", "json", "patch"], default="text")
+    check.add_argument("-o", "--output", choices=OUTPUTS, default="text",
+                       help="text for people; yaml: the admitted objects as they will be stored; json: a decision "
+                       "per object; patch: the JSON patches; junit / sarif: reports for CI systems")
     check.add_argument("-n", "--namespace", default="default", help="namespace for objects that name none")
-    check.add_argument("--explain", action="store_true", help="show the policy setting behind each injected field")
+    check.add_argument("--explain", action="store_true",
+                       help="show the policy setting behind each injected field and violation (text, yaml, json)")
+    check.add_argument("--strict", action="store_true", help="warnings fail too (exit 1), as denials do")
+    check.add_argument("-q", "--quiet", action="store_true",
+                       help="print only what failed (denials, warnings with --strict, input problems) and the summary")
     check.set_defaults(func=_lazy("check", "cmd_check"))
 
 
 def _add_policy(sub) -> None:
     policy = sub.add_parser("policy", help="work with policy directories")
-    psub = policy.add_subparsers(dest="policy_command", required=True)
+    policy.set_defaults(func=_show_help(policy))
+    psub = policy.add_subparsers(dest="policy_command", metavar="SUBCOMMAND", title="subcommands")
+    dir_help = "the policy directory"
     init = psub.add_parser("init", help="write a minimal, commented policy set with an example test")
-    init.add_argument("dir", help="a new or empty directory")
+    init.add_argument("dir", metavar="DIR", type=path_arg, help="a new or empty directory")
     init.set_defaults(func=_lazy("policy", "cmd_policy_init"))
     lint = psub.add_parser("lint", help="check a policy directory and its test suites (every problem at once)")
-    lint.add_argument("dir", nargs="?", default=DEFAULT_POLICY_DIR)
+    lint.add_argument("dir", nargs="?", default=DEFAULT_POLICY_DIR, metavar="DIR", type=path_arg,
+                      help=dir_help)
     lint.add_argument("--strict", action="store_true", help="warnings fail too (exit 1)")
     lint.set_defaults(func=_lazy("policy", "cmd_policy_lint"))
     schema = psub.add_parser("schema", help="print the JSON Schema of policy documents")
     schema.set_defaults(func=_lazy("policy", "cmd_policy_schema"))
     test = psub.add_parser("test", help="run the policy test suites (*.test.yaml, tests/*.yaml)")
-    test.add_argument("dir", nargs="?", default=DEFAULT_POLICY_DIR)
-    test.add_argument("-o", "--output", choices=["text", "junit"], default="text")
+    test.add_argument("dir", nargs="?", default=DEFAULT_POLICY_DIR, metavar="DIR", type=path_arg,
+                      help=dir_help)
+    test.add_argument("-o", "--output", choices=["text", "junit"], default="text", help="report format")
     test.add_argument("--allow-empty", action="store_true", help="a directory without tests passes")
     test.set_defaults(func=_lazy("policy", "cmd_policy_test"))
     cm = psub.add_parser("configmap", help="print the policy directory as a ConfigMap manifest")
-    cm.add_argument("dir", nargs="?", default=DEFAULT_POLICY_DIR)
-    cm.add_argument("--name", default="trainadmit-policies")
-    cm.add_argument("--namespace", default="trainadmit-system")
+    cm.add_argument("dir", nargs="?", default=DEFAULT_POLICY_DIR, metavar="DIR", type=path_arg,
+                      help=dir_help)
+    cm.add_argument("--name", default="trainadmit-policies", help="the ConfigMap's name")
+    cm.add_argument("--namespace", default="trainadmit-system", help="the ConfigMap's namespace")
     cm.set_defaults(func=_lazy("policy", "cmd_policy_configmap"))
     hooks = psub.add_parser("webhooks", help="print the webhook configurations for the handled kinds and this policy")
-    hooks.add_argument("dir", nargs="?", default=DEFAULT_POLICY_DIR)
+    hooks.add_argument("dir", nargs="?", default=DEFAULT_POLICY_DIR, metavar="DIR", type=path_arg,
+                      help=dir_help)
     hooks.add_argument("--name", default="trainadmit", help="webhook configuration name")
     hooks.add_argument("--namespace", default="trainadmit-system", help="the webhook Service's namespace")
     hooks.add_argument("--service", default="trainadmit", help="the webhook Service's name")
     hooks.set_defaults(func=_lazy("policy", "cmd_policy_webhooks"))
     pcs = psub.add_parser("priorityclasses", help="print the PriorityClasses of the policy's priority tiers")
-    pcs.add_argument("dir", nargs="?", default=DEFAULT_POLICY_DIR)
+    pcs.add_argument("dir", nargs="?", default=DEFAULT_POLICY_DIR, metavar="DIR", type=path_arg,
+                      help=dir_help)
     pcs.set_defaults(func=_lazy("policy", "cmd_policy_priorityclasses"))
 
 
@@ -109,16 +178,17 @@ def _add_serve(sub) -> None:
     from ..server.limits import MAX_REQUESTS, MAX_REQUESTS_JITTER, ReadLimits  # only serve's parser needs them
 
     srv = sub.add_parser("serve", help="run the HTTPS admission webhook (POST /mutate, /validate)")
-    srv.add_argument("-p", "--policy", default=DEFAULT_POLICY_DIR)
+    srv.add_argument("-p", "--policy", default=DEFAULT_POLICY_DIR, type=path_arg,
+                     help="policy directory, reloaded when it changes")
     srv.add_argument("--tls-cert", default=os.environ.get("TRAINADMIT_TLS_CERT"),
                      help="serving certificate, PEM (default: $TRAINADMIT_TLS_CERT)")
     srv.add_argument("--tls-key", default=os.environ.get("TRAINADMIT_TLS_KEY"),
                      help="its private key, PEM (default: $TRAINADMIT_TLS_KEY)")
-    srv.add_argument("--host", default="0.0.0.0")
-    srv.add_argument("--port", type=int, default=8443)
-    srv.add_argument("--workers", type=int, default=2, help="processes (default %(default)s)")
-    srv.add_argument("--threads", type=int, default=8, help="threads per process (default %(default)s)")
-    srv.add_argument("--timeout", type=int, default=30, help="worker heartbeat timeout, seconds")
+    srv.add_argument("--host", default="0.0.0.0", help="address to listen on")
+    srv.add_argument("--port", type=port_number, default=8443, help="HTTPS port to listen on")
+    srv.add_argument("--workers", type=positive_int, default=2, help="processes (default %(default)s)")
+    srv.add_argument("--threads", type=positive_int, default=8, help="threads per process (default %(default)s)")
+    srv.add_argument("--timeout", type=positive_int, default=30, help="worker heartbeat timeout, seconds")
     srv.add_argument("--graceful-timeout", type=int, default=20, help="seconds to finish in-flight requests")
     srv.add_argument("--read-timeout", type=float, default=None,
                      help="seconds a client has for the TLS handshake, head and body of one request, 408 after "
@@ -144,7 +214,9 @@ def _add_serve(sub) -> None:
                      help="in-cluster mode: create and rotate the TLS Secret and the caBundle (Lease-elected)")
     srv.add_argument("--reconcile", action="store_true",
                      help="also run the PodGroup reconciler (Lease-elected) for backends that need PodGroups")
-    srv.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE", "trainadmit-system"))
+    srv.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE", "trainadmit-system"),
+                     help="the server's own namespace: its Leases, TLS Secret and Service (default: $POD_NAMESPACE, "
+                     "else trainadmit-system)")
     srv.add_argument("--service", default="trainadmit", help="Service name the certificate is issued for")
     srv.set_defaults(func=_lazy("serve", "cmd_serve"))
 
@@ -181,7 +253,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     for each parser it creates (file system look-ups per language), several milliseconds for all
     of them, which `check` in a pre-commit hook would pay on every file."""
     parser = _Parser(prog="trainadmit", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.set_defaults(func=_show_help(parser))
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     for name, add in COMMANDS.items():
         if command is None or command not in COMMANDS or name == command:
             add(sub)
@@ -189,13 +262,44 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command and return its exit code (the contract in docs/cli.md).
+
+    Whatever goes wrong ends in one line on stderr and a documented exit code, never a traceback:
+    a stdout that stops taking output (`check … | head`) is exit 2, since the output the caller
+    relies on is incomplete; an interrupt is 130; an exception no command handles is reported as an
+    internal error (exit 2; ``TRAINADMIT_TRACEBACK=1`` shows where it came from)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(argv[0] if argv else None)
-    args = parser.parse_args(argv)
+    if not stdout_usable():
+        print("trainadmit: stdout is closed: nothing could be reported", file=sys.stderr)
+        return EXIT_ERROR
+    real = sys.stdout
+    sys.stdout = GuardedStdout(real)  # type: ignore[assignment]
     try:
-        return int(args.func(args))
-    except BrokenPipeError:  # `trainadmit check ... | head`
-        return EXIT_OK
+        try:
+            parser = build_parser(argv[0] if argv else None)
+            args = parser.parse_args(argv)
+            code = int(args.func(args))
+            sys.stdout.flush()
+            return code
+        except SystemExit as exc:  # argparse: --help and --version (0), a usage error (2)
+            sys.stdout.flush()
+            return exc.code if isinstance(exc.code, int) else EXIT_ERROR
+    except StdoutClosed as exc:
+        silence(real)
+        print(f"trainadmit: stdout stopped taking output ({exc}) before it was complete: nothing is verified",
+              file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("trainadmit: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        if os.environ.get("TRAINADMIT_TRACEBACK"):
+            raise
+        print(f"trainadmit: internal error: {type(exc).__name__}: {exc} (please report it; "
+              "TRAINADMIT_TRACEBACK=1 shows where)", file=sys.stderr)
+        return EXIT_ERROR
+    finally:
+        sys.stdout = real
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -4,9 +4,24 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from .common import EXIT_DENIED, EXIT_ERROR, EXIT_OK, load_policy_or_report
 from .render import to_json
+
+
+def _not_a_policy_dir(path: str) -> bool:
+    """True after one line on stderr when ``path`` cannot be a policy directory (every policy command
+    takes a directory; the same exit code 2 for each of them)."""
+    target = Path(path)
+    if target.is_dir():
+        return False
+    if target.exists():
+        why = "a file, not a directory: give the policy directory that holds it"
+    else:
+        why = "no such directory"
+    print(f"trainadmit policy: {path}: {why}", file=sys.stderr)
+    return True
 
 
 def cmd_policy_lint(args: argparse.Namespace) -> int:
@@ -14,34 +29,39 @@ def cmd_policy_lint(args: argparse.Namespace) -> int:
     --strict), 1 errors, 2 unreadable."""
     from ..authoring.lint import format_finding, lint_with_policy
 
+    if _not_a_policy_dir(args.dir):
+        return EXIT_ERROR
     findings, unreadable, policy = lint_with_policy(args.dir)
     for finding in findings:
         print(format_finding(finding))
     errors = sum(f.is_error for f in findings)
     warnings = len(findings) - errors
     counts = f"{_plural(errors, 'error')}, {_plural(warnings, 'warning')}"
-    if unreadable:
-        print(f"{args.dir}: unreadable ({counts})")
+    if unreadable:  # the findings above say why; the verdict is an error, so it goes where errors go
+        print(f"trainadmit policy lint: {args.dir}: unreadable ({counts})", file=sys.stderr)
         return EXIT_ERROR
     if errors or (warnings and args.strict):
         print(f"{counts} in {args.dir}" + (" (--strict: warnings fail)" if not errors else ""))
         return EXIT_DENIED
     if policy is None:  # cannot happen without errors; never print a summary of nothing
         return EXIT_ERROR
-    print(f"{args.dir}: policy generation {policy.generation}: {len(policy.pools)} pools, "
-          f"{len(policy.datasets)} datasets, {len(policy.checkpoints)} checkpoint classes, "
-          f"{len(policy.tiers)} priority tiers, {len(policy.quotas)} quotas, {len(policy.rules)} rules: OK"
+    print(f"{args.dir}: policy generation {policy.generation}: {_plural(len(policy.pools), 'pool')}, "
+          f"{_plural(len(policy.datasets), 'dataset')}, {_plural(len(policy.checkpoints), 'checkpoint class')}, "
+          f"{_plural(len(policy.tiers), 'priority tier')}, {_plural(len(policy.quotas), 'quota')}, "
+          f"{_plural(len(policy.rules), 'rule')}: OK"
           + (f" ({_plural(warnings, 'warning')})" if warnings else ""))
     return EXIT_OK
 
 
 def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
+    return f"{n} {word}{'' if n == 1 else 'es' if word.endswith('s') else 's'}"
 
 
 def cmd_policy_test(args: argparse.Namespace) -> int:
     from ..authoring.testrunner import junit, run
 
+    if _not_a_policy_dir(args.dir):
+        return EXIT_ERROR
     results, errors = run(args.dir)
     empty = not results and not errors
     if args.output == "junit":
@@ -89,7 +109,7 @@ def cmd_policy_schema(args: argparse.Namespace) -> int:
 def cmd_policy_configmap(args: argparse.Namespace) -> int:
     from ..authoring.configmap import policy_configmap
 
-    if load_policy_or_report(args.dir) is None:
+    if _not_a_policy_dir(args.dir) or load_policy_or_report(args.dir) is None:
         return EXIT_ERROR
     print(policy_configmap(args.dir, args.name, args.namespace), end="")
     return EXIT_OK
@@ -98,18 +118,18 @@ def cmd_policy_configmap(args: argparse.Namespace) -> int:
 def cmd_policy_webhooks(args: argparse.Namespace) -> int:
     from ..authoring.webhooks import webhook_configurations
 
-    policy = load_policy_or_report(args.dir)
+    policy = None if _not_a_policy_dir(args.dir) else load_policy_or_report(args.dir)
     if policy is None:
         return EXIT_ERROR
-    print(webhook_configurations(policy, args.name, args.namespace, args.service), end="")
+    print(webhook_configurations(policy, args.name, args.namespace, args.service, source=args.dir), end="")
     return EXIT_OK
 
 
 def cmd_policy_priorityclasses(args: argparse.Namespace) -> int:
     from ..authoring.priorityclasses import priority_classes
 
-    policy = load_policy_or_report(args.dir)
+    policy = None if _not_a_policy_dir(args.dir) else load_policy_or_report(args.dir)
     if policy is None:
         return EXIT_ERROR
-    print(priority_classes(policy), end="")
+    print(priority_classes(policy, args.dir), end="")
     return EXIT_OK

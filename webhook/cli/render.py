@@ -1,4 +1,5 @@
-"""Render decisions for people (text) and for machines (JSON, YAML, JSON patch).
+"""Render decisions for people (text) and for machines (JSON, YAML, JSON patch; JUnit and SARIF in
+``cireports``), for `check` and for any other command that reports decisions the same way.
 
 Each output is written object by object as the objects are decided (``Output.add``), so that
 `check` holds one object at a time however many it reads; the bytes are those of rendering the
@@ -10,7 +11,8 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import IO, TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from ..engine import Decision
 from ..engine.workloads import Adapter, Workload
@@ -21,23 +23,67 @@ if TYPE_CHECKING:
     from ..authoring.explain import Explainer
 
 
-def identity(item: Item) -> str:
+@dataclass(frozen=True)
+class Options:
+    """What every renderer is told about the run (the same for `check` and any command that reuses them)."""
+
+    namespace: str = "default"  # for objects that name none
+    explainer: Explainer | None = None
+    strict: bool = False  # warnings fail, as denials do
+    quiet: bool = False  # only what failed
+    cluster: bool = False  # a cluster view was given: "unverified" means the view lacks those kinds
+
+    def failed(self, decision: Decision) -> bool:
+        return not decision.allowed or (self.strict and bool(decision.warnings))
+
+
+def identity(item: Item, namespace: str = "default") -> str:
     view = Workload(item.obj if isinstance(item.obj, dict) else {}, Adapter())  # identity only
-    return f"{view.kind or '?'} {view.namespace or item.namespace or 'default'}/{view.display_name}"
+    return f"{view.kind or '?'} {view.namespace or item.namespace or namespace}/{view.display_name}"
 
 
-def record(item: Item, decision: Decision) -> dict[str, Any]:
+def record(item: Item, decision: Decision, options: Options | None = None) -> dict[str, Any]:
     """The machine-readable decision for one object (the `-o json` element, and the parity unit)."""
-    out = {"source": item.source, "document": item.index, "object": identity(item)}
+    options = options or Options()
+    out: dict[str, Any] = {"source": item.source, "document": item.index}
+    if item.item is not None:
+        out["item"] = item.item
+    out["object"] = identity(item, options.namespace)
     out.update(decision.as_dict())
     out.pop("companions", None)
     if decision.companions:
         out["companions"] = decision.companions
+    if options.explainer is not None:
+        out["explain"] = explanation(item, decision, options)
     return out
 
 
-def text(item: Item, decision: Decision, explainer: Explainer | None = None) -> str:
-    head = f"{item.source}#{item.index}: {identity(item)}: "
+def explanation(item: Item, decision: Decision, options: Options) -> dict[str, list[dict[str, str]]]:
+    """`--explain` as data: the policy setting behind each injected field, and behind each violation."""
+    explainer = options.explainer
+    assert explainer is not None
+    namespace = _namespace(item, options)
+    return {"injected": [{"path": inj.path, "source": str(inj.source), "at": explainer.injection(inj.source)}
+                         for inj in decision.injections],
+            "violations": [{"rule": v.rule, "at": explainer.violation(v, decision, namespace)}
+                           for v in decision.violations]}
+
+
+def _namespace(item: Item, options: Options) -> str:
+    meta = item.obj.get("metadata") if isinstance(item.obj, dict) else None
+    namespace = meta.get("namespace") if isinstance(meta, dict) else None
+    return str(namespace or item.namespace or options.namespace)
+
+
+def _unverified(decision: Decision, options: Options) -> str:
+    if options.cluster:  # a view was given, but it holds no list of these objects' kinds
+        return f"  ? not verified (the cluster view holds no list of their kinds): {', '.join(decision.unverified)}"
+    return f"  ? not verified without a cluster view: {', '.join(decision.unverified)}"
+
+
+def text(item: Item, decision: Decision, options: Options | None = None) -> str:
+    options = options or Options()
+    head = f"{item.label}: {identity(item, options.namespace)}: "
     if not decision.matched:
         return head + f"not matched ({decision.reason})"
     s = decision.summary
@@ -53,21 +99,11 @@ def text(item: Item, decision: Decision, explainer: Explainer | None = None) -> 
             concerns = sorted({i.concern for i in decision.injections})
             lines.append(f"  injected {', '.join(concerns)} ({len(decision.patch)} patch operations)")
     else:
-        lines.append(head + f"DENIED ({len(decision.denials)} problem{'s' if len(decision.denials) != 1 else ''})")
-        for v in decision.denials:
-            lines.append(f"  ✗ [{v.rule}] {v.path}: {v.message}")
-            if v.hint:
-                lines.append(f"    fix: {v.hint}")
-    for v in decision.warnings:
-        lines.append(f"  ! warning [{v.rule}] {v.path}: {v.message}" + (f" ({v.hint})" if v.hint else ""))
-    if decision.unverified:  # no cluster view: what the Pods need that nobody checked (see --cluster)
-        lines.append(f"  ? not verified without a cluster view: {', '.join(decision.unverified)}")
-    if explainer is not None:
-        for inj in decision.injections:
-            ref = explainer.injection(inj.source)
-            lines.append(f"    {inj.path}  <- {inj.source}" + (f"  ({ref})" if ref else ""))
-        for v in decision.violations:
-            lines.append(f"    [{v.rule}] {explainer.rule(v.rule)}")
+        lines.append(head + f"DENIED ({_plural(len(decision.denials), 'problem')})")
+    lines.extend(violation_lines(decision))
+    if decision.unverified:  # what the Pods need that nobody checked (see --cluster)
+        lines.append(_unverified(decision, options))
+    lines.extend(explain_lines(item, decision, options))
     for comp in decision.companions:
         meta = comp.get("metadata", {})
         lines.append(f"  reconciler creates {comp.get('kind')} {meta.get('namespace')}/{meta.get('name')} "
@@ -75,15 +111,46 @@ def text(item: Item, decision: Decision, explainer: Explainer | None = None) -> 
     return "\n".join(lines)
 
 
+def violation_lines(decision: Decision) -> list[str]:
+    """Each denial with its fix, then each warning: how every command prints what a decision found."""
+    lines = []
+    for v in decision.denials:
+        lines.append(f"  ✗ [{v.rule}] {v.path}: {v.message}")
+        if v.hint:
+            lines.append(f"    fix: {v.hint}")
+    for v in decision.warnings:
+        lines.append(f"  ! warning [{v.rule}] {v.path}: {v.message}" + (f" ({v.hint})" if v.hint else ""))
+    return lines
+
+
+def explain_lines(item: Item, decision: Decision, options: Options) -> list[str]:
+    if options.explainer is None:
+        return []
+    data = explanation(item, decision, options)
+    lines = [f"    {inj['path']}  <- {inj['source']}" + (f"  ({inj['at']})" if inj["at"] else "")
+             for inj in data["injected"]]
+    lines += [f"    [{v['rule']}] {v['at']}" for v in data["violations"]]
+    return lines
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
 def to_json(value: Any) -> str:
     """``json.dumps(value, indent=2, ensure_ascii=False)``: the same text (``fastjson``)."""
     return fastjson.dumps(value)
 
 
-def patch_element(item: Item, decision: Decision) -> dict[str, Any]:
-    """The `-o patch` element: where the object came from, the verdict and the JSON patch."""
-    return {"source": item.source, "document": item.index, "object": identity(item), "allowed": decision.allowed,
-            "patch": decision.patch}
+def patch_element(item: Item, decision: Decision, options: Options | None = None) -> dict[str, Any]:
+    """The `-o patch` element: where the object came from, the verdict and the JSON patch (none for a
+    denied object: the apiserver would store nothing)."""
+    out: dict[str, Any] = {"source": item.source, "document": item.index}
+    if item.item is not None:
+        out["item"] = item.item
+    out.update({"object": identity(item, (options or Options()).namespace), "allowed": decision.allowed,
+                "patch": decision.patch if decision.allowed else []})
+    return out
 
 
 YAML_OPTIONS = {"sort_keys": False, "default_flow_style": False, "width": 120}
@@ -91,14 +158,30 @@ YAML_OPTIONS = {"sort_keys": False, "default_flow_style": False, "width": 120}
 _YAML_BREAKS = {ord(c): f"\\u{ord(c):04x}" for c in "\n\r\x85\u2028\u2029"}
 
 
-class TextOutput:
-    """A paragraph per object, then the summary line."""
+class Output(Protocol):
+    """One report, written as the objects are decided: ``add`` each decision, ``problem`` each input
+    that could not be decided (also printed on stderr by the command), ``close`` with the summary line."""
 
-    def __init__(self, out: IO[str], explainer: Explainer | None = None):
-        self.out, self.explainer = out, explainer
+    def add(self, item: Item, decision: Decision) -> None: ...
+
+    def problem(self, message: str, source: str | None) -> None: ...
+
+    def close(self, summary: str) -> None: ...
+
+
+class TextOutput:
+    """A paragraph per object (with --quiet: per failed object), then the summary line."""
+
+    def __init__(self, out: IO[str], options: Options | None = None):
+        self.out, self.options = out, options or Options()
 
     def add(self, item: Item, decision: Decision) -> None:
-        self.out.write(text(item, decision, self.explainer) + "\n")
+        if self.options.quiet and not self.options.failed(decision):
+            return
+        self.out.write(text(item, decision, self.options) + "\n")
+
+    def problem(self, message: str, source: str | None) -> None:
+        pass
 
     def close(self, summary: str) -> None:
         self.out.write(summary + "\n")
@@ -110,13 +193,20 @@ class JsonOutput:
     ``json.dumps`` never writes a raw line break inside a string, so indenting every line of an
     element by two spaces puts it one level deeper, exactly as the list's encoder would."""
 
-    def __init__(self, out: IO[str], element: Callable[[Item, Decision], Any]):
+    def __init__(self, out: IO[str], element: Callable[[Item, Decision, Options], Any],
+                 options: Options | None = None):
         self.out, self.element, self.count = out, element, 0
+        self.options = options or Options()
 
     def add(self, item: Item, decision: Decision) -> None:
+        if self.options.quiet and not self.options.failed(decision):
+            return
         self.out.write(("[\n  " if self.count == 0 else ",\n  ")
-                       + to_json(self.element(item, decision)).replace("\n", "\n  "))
+                       + to_json(self.element(item, decision, self.options)).replace("\n", "\n  "))
         self.count += 1
+
+    def problem(self, message: str, source: str | None) -> None:
+        pass
 
     def close(self, summary: str) -> None:
         self.out.write("\n]\n" if self.count else "[]\n")
@@ -124,22 +214,37 @@ class JsonOutput:
 
 class YamlOutput:
     """The objects as they will be stored (mutated, with the reconciler's companions), one YAML
-    stream: the bytes of ``yaml.dump_all`` of them all with libyaml's dumper. An object no policy
-    matches is preceded by a comment line saying so (the text output's line for it); denials go
-    to stderr, as the stream carries only objects."""
+    stream: the bytes of ``yaml.dump_all`` of them all with libyaml's dumper, so that
+    ``check -o yaml | kubectl apply -f -`` applies exactly what admission would store.
 
-    def __init__(self, out: IO[str], err: IO[str] | None = None):
+    A denied object is not in the stream: a comment line stands in its place (the text output's
+    head line for it) and its denial goes to stderr. An object no policy matches is stored as it
+    is, after a comment line saying why. ``--explain`` adds its lines as comments before the object."""
+
+    def __init__(self, out: IO[str], err: IO[str] | None = None, options: Options | None = None):
         self.out, self.err = out, err if err is not None else sys.stderr
+        self.options = options or Options()
         self.dumper = fastyaml.open_dumper(out, **YAML_OPTIONS)
+
+    def _comment(self, line: str) -> None:
+        self.out.write("# " + line.translate(_YAML_BREAKS) + "\n")
 
     def add(self, item: Item, decision: Decision) -> None:
         if not decision.matched:
-            self.out.write("# " + text(item, decision).translate(_YAML_BREAKS) + "\n")
+            self._comment(text(item, decision, self.options))
+        for line in explain_lines(item, decision, self.options):
+            self._comment(line.strip())
+        if not decision.allowed:
+            self._comment(f"{item.label}: {identity(item, self.options.namespace)}: DENIED "
+                          f"({_plural(len(decision.denials), 'problem')}): not printed, it would not be stored")
+            print(f"{item.label}: {decision.denial_message()}", file=self.err)
+            return
         self.dumper.represent(decision.mutated if decision.mutated is not None else item.obj)
         for companion in decision.companions:
             self.dumper.represent(companion)
-        if not decision.allowed:
-            print(f"{item.source}#{item.index}: {decision.denial_message()}", file=self.err)
+
+    def problem(self, message: str, source: str | None) -> None:
+        pass
 
     def close(self, summary: str) -> None:
         try:

@@ -211,5 +211,7 @@ def iter_objects(path: str) -> Iterator[Any]:
         yield from (_json(rewound) if is_json else _yaml(rewound))
     except (ValueError, yaml.YAMLError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: not valid JSON or YAML: {exc}") from exc
+    except RecursionError as exc:  # nesting no API object has (the decoders recurse per level)
+        raise InputError(f"{path}: nested too deeply to be a Kubernetes object") from exc
     finally:
         stream.close()

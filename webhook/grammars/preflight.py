@@ -124,7 +124,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=_positive, default=DEFAULT_TIMEOUT_SECONDS,
                         help="time budget for all checks, seconds (default %(default)s)")
     parser.add_argument("--gpus", type=_positive, help="GPU devices the container must see")
-    parser.add_argument("--gpu-vendor", choices=sorted(set(GPU_VENDORS.values())), default="nvidia")
+    parser.add_argument("--gpu-vendor", choices=sorted(set(GPU_VENDORS.values())), default="nvidia",
+                        help="whose device files the GPUs are")
     parser.add_argument("--rdma-link-layer", choices=[layer.value for layer in LinkLayer],
                         help="link layer every RDMA port must have")
     parser.add_argument("--active-ports", action="store_true", help="every port of the RDMA devices must be ACTIVE")
