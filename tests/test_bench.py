@@ -29,3 +29,18 @@ def test_preflight_bench_uses_the_engine_bench_as_it_is(monkeypatch):
     preflight = runpy.run_path(str(ROOT / "bench" / "preflight.py"))
     raw = preflight["body"](preflight["job"](1))
     assert preflight["per_call"](preflight["decision"], [raw], preflight["load_policy"](ROOT / "policies"), None, 2) > 0
+
+
+def test_audit_bench_input_is_what_audit_reads(monkeypatch, tmp_path):
+    """bench/audit.py's input (a `kubectl get -o json` List of stored Jobs): audit reads every item of it."""
+    import json
+
+    from helpers import run_cli
+
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    bench = runpy.run_path(str(ROOT / "bench" / "audit.py"))
+    path = tmp_path / "workloads.json"
+    bench["write_workloads"](path, 30)
+    result = run_cli("audit", "-p", str(ROOT / "policies"), "-o", "json", str(path))
+    doc = json.loads(result.stdout)
+    assert result.returncode == 1 and sum(doc["summary"][k] for k in ("denied", "changes", "compliant", "skipped")) == 30

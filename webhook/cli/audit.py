@@ -72,10 +72,11 @@ class FileSource:
             for obj in iter_objects(path):
                 yield path, obj
 
-    def view(self):
+    def view(self, keeps=None):
         from ..cluster.snapshot import SnapshotCluster, SnapshotError
 
         view = SnapshotCluster([], name="audit")
+        view.workloads.keeps = keeps
         for path, obj in self.objects():
             try:
                 view.add(obj)
@@ -108,11 +109,11 @@ class ClusterSource:
         except ListError as exc:
             raise AuditError(f"cannot use the cluster: {exc}") from exc
 
-    def view(self):
+    def view(self, keeps=None):
         from ..cluster.listed import ListError, listed_cluster
 
         try:
-            return listed_cluster(client_api=self.api)
+            return listed_cluster(client_api=self.api, keeps=keeps)
         except ListError as exc:
             raise AuditError(f"cannot build the cluster view: {exc}") from exc
 
@@ -179,6 +180,13 @@ class Tally:
         return (f"{judged} workload{'s' if judged != 1 else ''}: {s['denied']} denied, {s['changes']} would change, "
                 f"{s['compliant']} compliant; {s['skipped']} object{'s' if s['skipped'] != 1 else ''} not judged "
                 f"(children of a judged workload, not GPU workloads, exempt) (policy generation {generation})")
+
+
+def budgeted(policy, namespace: str) -> bool:
+    """Whether a namespace has a budget: only there are its workloads kept one by one (to judge each against
+    those created before it); elsewhere audit keeps what they hold in total."""
+    found = policy.quota_for(namespace)
+    return found is not None and found[1].gpuQuota is not None and not policy.is_exempt(namespace)
 
 
 def budgets(policy, view, namespace: str) -> list[dict[str, Any]]:
@@ -350,7 +358,7 @@ def _audit(args: argparse.Namespace, source, policy, policy_dir: str) -> int:
     from ..cluster.reports import OPENREPORTS, WGPOLICY
     from ..cluster.workloads import AsCreated, order_of
 
-    view = source.view()
+    view = source.view(keeps=lambda ns: budgeted(policy, ns))
     out = sys.stdout
     if args.output == "json":
         output: Any = JsonOutput(out)

@@ -82,15 +82,16 @@ def _first_line(exc: Exception) -> str:
 
 
 def listed_cluster(kubeconfig: str | None = None, context: str | None = None,
-                   page_size: int = 500, client_api=None) -> LiveCluster:
+                   page_size: int = 500, client_api=None, keeps=None) -> LiveCluster:
     """List every kind of ``WATCHED`` once (and the served API groups) into a view; ``kubeconfig`` None
     means the service account in a Pod, else $KUBECONFIG or ~/.kube/config (or ``client_api``, a client
-    made by ``api_client``)."""
+    made by ``api_client``; ``keeps``: see ``WorkloadIndex.keeps``)."""
     from kubernetes import client
 
     api_client = client_api if client_api is not None else _api_client(kubeconfig, context)
     view = LiveCluster(client.CoreV1Api(api_client), page_size=page_size, log=lambda _: None)
     view.name = f"live ({api_client.configuration.host})"
+    view.workloads.keeps = keeps
     current = "discovery (/apis)"
     try:
         view.discover()

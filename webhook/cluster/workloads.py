@@ -18,7 +18,9 @@ reports writer (``keep_objects``), which re-decides them.
 
 from __future__ import annotations
 
+import sys
 import threading
+from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -118,12 +120,14 @@ def controller_kind(obj: dict) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class Held:
-    """What one unfinished workload holds: per extended resource, the amount all its Pods ask for."""
+    """What one unfinished workload holds: per extended resource, the amount all its Pods ask for.
+
+    Small on purpose: audit keeps one per stored workload while it reads the others (names shared by
+    many records, the kind, namespace and resources, are interned)."""
 
     kind: str
     namespace: str
     name: str
-    uid: str
     created: str  # metadata.creationTimestamp (RFC 3339, so it orders as text); "" when not stored yet
     gpus: tuple[tuple[str, int], ...]
     deleting: bool = False
@@ -154,7 +158,7 @@ def resources_held(workload: Workload) -> tuple[tuple[str, int], ...]:
                 amount = template.pods * pod_resource_total(template, resource)
                 if amount > 0:
                     out[resource] = out.get(resource, 0) + amount
-    return tuple(sorted(out.items()))
+    return tuple(sorted((sys.intern(r), n) for r, n in out.items()))
 
 
 def held(obj: dict) -> Held | None:
@@ -167,9 +171,8 @@ def held(obj: dict) -> Held | None:
         gpus = resources_held(Workload(obj, adapter))
     except (TypeError, AttributeError, ValueError):  # a malformed stored object holds what we cannot read
         return None
-    return Held(str(obj.get("kind")), str(meta.get("namespace") or ""), str(meta.get("name") or ""),
-                str(meta.get("uid") or ""), str(meta.get("creationTimestamp") or ""), gpus,
-                bool(meta.get("deletionTimestamp")))
+    return Held(adapter.kind, sys.intern(str(meta.get("namespace") or "")), str(meta.get("name") or ""),
+                str(meta.get("creationTimestamp") or ""), gpus, bool(meta.get("deletionTimestamp")))
 
 
 MAX_NAMED = 3  # holders a message names; the rest are counted
@@ -177,24 +180,28 @@ RUN_SOURCE = "check-run"  # the workloads a `check` run admitted before the one 
 
 
 class _Ordered:
-    """One namespace's holders of one resource in creation order, with running totals and largest
-    holders, so "what was there before this one" costs a bisection."""
+    """One namespace's holders of one resource in creation order, with running totals (an array: one block
+    of memory, not one object per workload) and largest holders (a tuple shared by every position where
+    they do not change), so "what was there before this one" costs a bisection."""
 
     def __init__(self, holders: list[Held], resource: str):
-        self.holders = sorted((h for h in holders if h.amount(resource) > 0), key=lambda h: h.order)
-        self.keys = [h.order for h in self.holders]
-        self.totals = [0]
-        self.tops: list[tuple[Held, ...]] = [()]
-        for h in self.holders:
-            self.totals.append(self.totals[-1] + h.amount(resource))
-            self.tops.append(_top((*self.tops[-1], h), resource))
-
         self.resource = resource
+        self.holders = sorted((h for h in holders if h.amount(resource) > 0), key=lambda h: h.order)
+        self.totals = array("q", [0])
+        self.tops: list[tuple[Held, ...]] = [()]
+        total, top = 0, ()
+        for h in self.holders:
+            amount = h.amount(resource)
+            total += amount
+            if len(top) < MAX_NAMED or amount > top[-1].amount(resource):
+                top = _top((*top, h), resource)
+            self.totals.append(total)
+            self.tops.append(top)
         self.names = {(h.kind, h.name) for h in self.holders}
-        self.full = NamespaceUsage(self.totals[-1], len(self.holders), _named(self.tops[-1], resource))
+        self.full = NamespaceUsage(total, len(self.holders), _named(top, resource))
 
     def before(self, order: tuple[str, str, str]) -> NamespaceUsage:
-        i = bisect_left(self.keys, order)
+        i = bisect_left(self.holders, order, key=lambda h: h.order)
         return NamespaceUsage(self.totals[i], i, _named(self.tops[i], self.resource))
 
     def without(self, exclude: tuple[str, str] | None) -> NamespaceUsage:
@@ -223,26 +230,29 @@ def _strip(obj: dict) -> dict:
 
 def _namespace(obj: dict) -> str:
     meta = obj.get("metadata")
-    return str(meta.get("namespace") or "") if isinstance(meta, dict) else ""
+    return sys.intern(str(meta.get("namespace") or "")) if isinstance(meta, dict) else ""
 
 
 class WorkloadIndex:
     """Records of the workloads of every listed collection, by namespace; optionally the objects.
 
     Writes come from watch threads, reads from request threads: a lock guards writes and the per-
-    namespace caches, which a change of that namespace drops. A record is kept per collection and per
-    kind and name (two served versions of one kind list the same objects: a namespace counts each once)."""
+    namespace caches, which a change of that namespace drops. Records are kept per collection, namespace,
+    and kind and name (two served versions of one kind list the same objects: a namespace counts each
+    once)."""
 
     def __init__(self, keep_objects: bool = False, on_change: Callable[[str], None] | None = None):
         self.keep_objects = keep_objects
         self.on_change = on_change
         self._lock = threading.Lock()
-        # namespace -> key (kind/name) -> source -> record / object
-        self._records: dict[str, dict[str, dict[str, Held]]] = {}
-        self._objects: dict[str, dict[str, dict[str, dict]]] = {}
-        self._sources: dict[str, set[tuple[str, str]]] = {}  # source -> (namespace, key) it holds
+        self._records: dict[str, dict[str, dict[str, Held]]] = {}  # source -> namespace -> key -> record
+        self._objects: dict[str, dict[str, dict[str, dict]]] = {}  # the same, objects (keep_objects)
         self._listed: set[str] = set()
         self._cache: dict[tuple[str, str], _Ordered] = {}
+        # for a reader that puts each workload once (audit): the namespaces whose workloads are kept one by one
+        # (those with a budget, judged in creation order); elsewhere only totals per resource are kept
+        self.keeps: Callable[[str], bool] | None = None
+        self._totals: dict[str, dict[str, list[int]]] = {}  # namespace -> resource -> [amount, workloads]
 
     @property
     def known(self) -> bool:
@@ -262,29 +272,27 @@ class WorkloadIndex:
     def _set(self, source: str, namespace: str, key: str, obj: dict | None) -> bool:
         """Store (or, with None, forget) one object of ``source``; True when what a decision reads changed."""
         record = held(obj) if obj is not None else None
-        records = self._records.setdefault(namespace, {})
-        old = records.get(key, {}).get(source)
+        if record is not None and self.keeps is not None and not self.keeps(namespace):
+            totals = self._totals.setdefault(namespace, {})
+            for resource, amount in record.gpus:
+                entry = totals.setdefault(resource, [0, 0])
+                entry[0] += amount
+                entry[1] += 1
+            return False
+        records = self._records.setdefault(source, {}).setdefault(namespace, {})
+        old = records.get(key)
         if record is None:
-            records.get(key, {}).pop(source, None)
-            if not records.get(key):
-                records.pop(key, None)
+            records.pop(key, None)
         else:
-            records.setdefault(key, {})[source] = record
+            records[key] = record
         changed = old != record
         if self.keep_objects:
-            objects = self._objects.setdefault(namespace, {})
+            objects = self._objects.setdefault(source, {}).setdefault(namespace, {})
             if obj is None:
-                changed |= objects.get(key, {}).pop(source, None) is not None
-                if not objects.get(key):
-                    objects.pop(key, None)
+                changed |= objects.pop(key, None) is not None
             else:
-                objects.setdefault(key, {})[source] = _strip(obj)
+                objects[key] = _strip(obj)
                 changed = True
-        held_keys = self._sources.setdefault(source, set())
-        if obj is None:
-            held_keys.discard((namespace, key))
-        else:
-            held_keys.add((namespace, key))
         return changed
 
     def _changed(self, namespaces: Iterable[str]) -> None:
@@ -319,8 +327,10 @@ class WorkloadIndex:
         fresh = {(_namespace(obj), self._key(obj)): obj for obj in items if isinstance(obj, dict)}
         with self._lock:
             touched: set[str] = set()
-            for namespace, key in list(self._sources.get(source, set())):
-                if (namespace, key) not in fresh and self._set(source, namespace, key, None):
+            held_before = {(ns, key) for ns, keys in self._records.get(source, {}).items() for key in keys}
+            held_before |= {(ns, key) for ns, keys in self._objects.get(source, {}).items() for key in keys}
+            for namespace, key in held_before - set(fresh):
+                if self._set(source, namespace, key, None):
                     touched.add(namespace)
             for (namespace, key), obj in fresh.items():
                 if self._set(source, namespace, key, obj):
@@ -351,8 +361,11 @@ class WorkloadIndex:
 
     # ---- answers ---------------------------------------------------------------------------------
     def _holders(self, namespace: str) -> list[Held]:
-        return [next(iter(by_source.values())) for by_source in self._records.get(namespace, {}).values()
-                if by_source]
+        found: dict[str, Held] = {}
+        for by_namespace in self._records.values():
+            for key, record in by_namespace.get(namespace, {}).items():
+                found.setdefault(key, record)
+        return list(found.values())
 
     def holders(self, namespace: str) -> list[Held]:
         with self._lock:
@@ -364,6 +377,9 @@ class WorkloadIndex:
         those created before ``before`` (an order key) when given; None before any collection was listed."""
         if not self.known:
             return None
+        if self.keeps is not None and not self.keeps(namespace):
+            amount, workloads = self._totals.get(namespace, {}).get(resource, (0, 0))
+            return NamespaceUsage(amount, workloads)
         with self._lock:
             ordered = self._cache.get((namespace, resource))
             if ordered is None:
@@ -371,17 +387,19 @@ class WorkloadIndex:
         return ordered.before(before) if before is not None else ordered.without(exclude)
 
     def objects(self, namespace: str) -> list[dict]:
-        """The stored objects of the namespace (``keep_objects``), one per uid, in creation order."""
+        """The stored objects of the namespace (``keep_objects``), one per kind and name, in creation order."""
         with self._lock:
-            found = [next(iter(by_source.values())) for by_source in self._objects.get(namespace, {}).values()
-                     if by_source]
-        return sorted(found, key=order_of)
+            found: dict[str, dict] = {}
+            for by_namespace in self._objects.values():
+                for key, obj in by_namespace.get(namespace, {}).items():
+                    found.setdefault(key, obj)
+        return sorted(found.values(), key=order_of)
 
     def namespaces(self) -> set[str]:
         """Namespaces that hold any kept object or any record."""
         with self._lock:
-            return {ns for ns, keys in self._objects.items() if keys} | {ns for ns, keys in self._records.items()
-                                                                         if keys}
+            return {ns for table in (self._objects, self._records) for by_namespace in table.values()
+                    for ns, keys in by_namespace.items() if keys}
 
 
 def order_of(obj: dict) -> tuple[str, str, str]:
