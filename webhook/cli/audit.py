@@ -270,8 +270,8 @@ class JsonOutput:
         body = {name: {"statuses": dict(ns.statuses), "rules": dict(sorted(ns.rules.items())),
                        "gpus": namespaces.get(name, [])} for name, ns in sorted(tally.namespaces.items())}
         self.out.write('  "namespaces": ' + to_json(body).replace("\n", "\n  ") + ",\n")
-        self.out.write('  "summary": ' + to_json({**dict(tally.statuses), "text": summary}).replace("\n", "\n  ")
-                       + "\n}\n")
+        counts = {status: tally.statuses[status] for status in ("denied", "changes", "compliant", "skipped")}
+        self.out.write('  "summary": ' + to_json({**counts, "text": summary}).replace("\n", "\n  ") + "\n}\n")
 
 
 class ReportOutput:
