@@ -66,8 +66,12 @@ def test_reports_are_written_rewritten_and_removed(webhook, cluster, tmp_path):
             stored.append(http.create(_doc(EXAMPLES / "single-node-eval.yaml", "Job", "eval")))
             stored.append(http.create(_doc(OPERATOR_CRDS / "lws" / "examples" / "vllm-gpu-lws.yaml",
                                            "LeaderWorkerSet", "vllm")))
-        with reconciling_server(cp, policy_dir, webhook.kubeconfig, tmp_path, "reports-writer"):
+        with reconciling_server(cp, policy_dir, webhook.kubeconfig, tmp_path, "reports-writer") as server:
             polr = wait_until(lambda: http.get(*POLR, "trainadmit", NS), timeout=90, what="the PolicyReport")
+            # the violations metric, written by the elected replica, served by its workers' /metrics
+            assert wait_until(lambda: _violations(server).get(("topology.whole-node", NS)), timeout=30,
+                              what="the violations metric") == 1.0
+            assert _violations(server).get(("custom.owner-label", NS)) == 2.0
             assert problems(polr) == []  # the apiserver validated it against the CRD on write; this says so too
             # by hand, from the files and the bundled policy: the partial-nodes example takes 6 of 8 GPUs per
             # node, the two Jobs have no owner label (the rule asks it of Jobs), LeaderWorkerSet has no native gang
@@ -88,6 +92,8 @@ def test_reports_are_written_rewritten_and_removed(webhook, cluster, tmp_path):
             polr = wait_until(rewritten, timeout=30, what="the report of the new policy generation")
             assert _results(polr) == {("partial-nodes", "topology.whole-node", "fail"), ("eval", "", "pass"),
                                       ("vllm", "gang.unsupported", "warn")}
+            wait_until(lambda: ("custom.owner-label", NS) not in _violations(server), timeout=30,
+                       what="the metric to forget a rule that no longer fires")
             eval_result = next(r for r in polr["results"] if r["resources"][0]["name"] == "eval")
             assert eval_result["properties"]["would-set"] == "hardware, nccl, placement, preflight, priority, rdma, storage"
             # a Job is deleted: its results go
@@ -110,6 +116,16 @@ def test_reports_are_written_rewritten_and_removed(webhook, cluster, tmp_path):
     finally:
         for obj in stored:
             http.delete(obj, propagation="Background")
+
+
+def _violations(server) -> dict[tuple[str, str], float]:
+    """trainadmit_report_violations samples of the server's /metrics, by (rule, namespace)."""
+    text = server.client(keep_alive=False).request("GET", "/metrics")[1].decode()
+    out = {}
+    for m in re.finditer(r"^trainadmit_report_violations\{([^}]*)\} (\S+)$", text, re.M):
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+        out[(labels["rule"], labels["namespace"])] = float(m.group(2))
+    return out
 
 
 def _writes(http) -> dict[str, float]:
