@@ -6,10 +6,10 @@ All columns are measured in the same process, interleaved round by round, so tha
 machine affects them alike; the ratios are the figures that matter. The baseline is what any
 webhook must do anyway: json.loads of the AdmissionReview body and json.dumps of a response
 carrying the object. ``decide`` is the whole engine from scratch: match, resolve intent, mutate,
-validate, serialize the patch. ``memo`` is what the server runs (``Memo.decide``): the same
-decision remembered per policy generation, for a stream of Jobs of one shape under 64 different
-names (each call a hit after the first 64; custom CEL rules still run on every object unless the
-fields they read repeat). Cases: 16 workers with 1 or 16 containers (the README's table), and the
+validate, serialize the patch. ``cache`` is what the server runs (``server.decisions.DecisionCache``):
+the same decision remembered per policy generation, for a stream of Jobs of one shape under 64
+different names (each call a hit after the first 64; custom CEL rules still run on every object
+unless the fields they read repeat). Cases: 16 workers with 1 or 16 containers (the README's table), and the
 flatness cases: 1 and 1,024 workers (the bundled pool grown to 2,048 nodes, so that all are admitted).
 """
 
@@ -22,10 +22,9 @@ import time
 from pathlib import Path
 
 from trainadmit.engine import Request, decide, load_policy
-from trainadmit.engine.memo import Memo
+from trainadmit.server.decisions import DecisionCache
 
 ROOT = Path(__file__).resolve().parent.parent
-
 
 
 def job(containers: int, workers: int = 16) -> dict:
@@ -101,7 +100,7 @@ def per_call(fn, raws: list[bytes], policy, memo, n: int) -> float:
 
 def measure(raws: list[bytes], policy, seconds: float) -> tuple[float, float, float]:
     n = 128
-    memo = Memo(policy)
+    memo = DecisionCache(policy)
     per_call(remembered, raws, policy, memo, len(raws))  # the first call of each name fills the memo
     base, dec, mem = [], [], []
     deadline = time.perf_counter() + seconds
@@ -139,8 +138,8 @@ def main() -> None:
     parser.add_argument("--cases", default=",".join(CASES), help=f"any of {', '.join(CASES)}")
     args = parser.parse_args()
     policies = (("built-in rules", bench_policy(cel=False)), ("+ 2 CEL rules", bench_policy(cel=True)))
-    print(f"{'case':<28}{'policy':<16}{'bytes':>7}{'baseline µs':>13}{'decide µs':>11}{'memo µs':>9}"
-          f"{'decide ratio':>14}{'memo ratio':>12}")
+    print(f"{'case':<28}{'policy':<16}{'bytes':>7}{'baseline µs':>13}{'decide µs':>11}{'cache µs':>9}"
+          f"{'decide ratio':>14}{'cache ratio':>12}")
     for case in args.cases.split(","):
         label, workers, containers = CASES[case]
         raws = bodies(job(containers, workers))

@@ -1,11 +1,11 @@
-"""What a cluster throws at a `failurePolicy: Fail` webhook (issue 11), measured against the real server.
+"""What a cluster throws at a `failurePolicy: Fail` webhook, measured against the real server.
 
 Run: .venv/bin/python bench/hardening.py {slow,memory,labels,soak,tput} [options]
 
 Each scenario starts `trainadmit serve` as in production (2 workers x 8 threads, TLS, keep-alive) and,
 where a comparison means something, also the baseline in the same run: ``gthread`` is gunicorn's own
-threaded worker without worker recycling (today's stack before issue 11: no read deadline, no body budget,
-no trim); ``deadline`` is the default. All load comes from loopback on the same machine.
+threaded worker without worker recycling (the stack without its defences: no read deadline, no body
+budget, no trim); ``deadline`` is the default. All load comes from loopback on the same machine.
 
   slow    64 connections sending their head 1 byte every 2 s and 16 sending their body that way (plus
           --hs-stall connections that never send a ClientHello), reopened whenever the server closes them;
@@ -351,11 +351,13 @@ def cmd_shape_one(args: argparse.Namespace) -> None:
     """In a fresh process: the peak memory (VmHWM, reset before) of one review through the app."""
     import gc
 
-    from trainadmit.server.app import ServerConfig, create_app
+    from trainadmit.server import settings
+    from trainadmit.server.app import create_app
 
-    os.environ["TRAINADMIT_DECIDE_MEMORY_BYTES"] = str(1 << 40)  # measure, do not refuse
     data = shaped_review(args.shape, args.size)
-    app = create_app(ServerConfig(policy_dir=str(ROOT / "policies"), reload_interval=3600)).test_client()
+    measured = settings.replace(settings.ServerSettings(), app={"policy_dir": str(ROOT / "policies"), "reload_interval": 3600},
+                                limits={"decide_memory_bytes": 1 << 40})  # measure, do not refuse
+    app = create_app(measured).test_client()
     app.post("/mutate", data=small_review(), content_type="application/json")
     gc.collect()
     status = Path("/proc/self/status")

@@ -23,6 +23,14 @@ CA_DAYS = 3650  # 10 years, as cert-controller (Gatekeeper, Kueue) and Kubewarde
 SERVING_DAYS = 365
 SERVING_RENEW_BEFORE = dt.timedelta(days=90)
 CA_RENEW_BEFORE = dt.timedelta(days=365)
+BACKDATE = dt.timedelta(minutes=5)  # notBefore this far in the past: clocks of the apiservers may lag ours
+# After the serving certificate moves to a new CA, how long the old CA stays in the bundle: until every
+# server serves the new certificate. A Secret's update reaches a Pod's mount only at the kubelet's next
+# sync (every minute by default) plus its cache's delay ("kubelet sync period + cache propagation delay",
+# Kubernetes' Secret documentation), and each worker loads the files within a second of their change; the
+# in-cluster controller runs every 30 s, and without this wait dropped the old CA on the pass after the
+# move, while replicas still served the certificate only the old CA trusts.
+SERVING_SETTLE = dt.timedelta(minutes=10)
 
 
 class CertError(ValueError):
@@ -74,7 +82,7 @@ def issue_ca(common_name: str = "trainadmit-ca", days: int = CA_DAYS, now: dt.da
         .subject_name(subject).issuer_name(subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_before(now - BACKDATE)
         .not_valid_after(now + dt.timedelta(days=days))
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
         .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
@@ -99,7 +107,7 @@ def issue_serving(ca: KeyPair, dns_names: list[str], ips: list[str] | None = Non
         .issuer_name(ca.cert.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_before(now - BACKDATE)
         .not_valid_after(not_after)
         .add_extension(x509.SubjectAlternativeName(sans), critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
@@ -255,10 +263,12 @@ class RotationResult:
 
 def rotate(directory: Path, now: dt.datetime | None = None, serving_renew_before: dt.timedelta = SERVING_RENEW_BEFORE,
            ca_renew_before: dt.timedelta = CA_RENEW_BEFORE, overlap: dt.timedelta = dt.timedelta(days=7),
-           algorithm: str = "ecdsa-p256", serving_days: int = SERVING_DAYS) -> RotationResult:
+           algorithm: str = "ecdsa-p256", serving_days: int = SERVING_DAYS,
+           settle: dt.timedelta = SERVING_SETTLE) -> RotationResult:
     """Renew what is due. CA renewal is two-phase: first the new CA joins the bundle (both trusted)
-    while the serving cert stays; once the bundle has been published for ``overlap``, the serving
-    cert is re-issued by the new CA and the old CA leaves the bundle on a later run."""
+    while the serving cert stays; once the bundle has been published for ``overlap`` (every client trusts
+    the new CA), the serving cert is re-issued by the new CA; the old CA leaves the bundle on a later run,
+    once that certificate is ``settle`` old (every server serves it)."""
     now = now or utcnow()
     d = CertDir(Path(directory))
     bundle = d.bundle()
@@ -294,8 +304,13 @@ def rotate(directory: Path, now: dt.datetime | None = None, serving_renew_before
         reasons.append("serving certificate within its renewal window: re-issued")
         serving = serving_pair.cert
     live = [c for c in bundle if c.not_valid_after_utc > now]
+    settled = now - (serving.not_valid_before_utc + BACKDATE) >= settle
     if len(bundle) > 1 and serving.issuer == newest.subject:
-        live = [newest]  # the serving cert moved to the newest CA: older CAs are no longer needed
+        if settled:
+            live = [newest]  # the serving cert moved to the newest CA and is served: older CAs are not needed
+        else:
+            reasons.append(f"old CA stays in the bundle until the new serving certificate is {settle} old "
+                           "(every server serves it)")
     if len(live) != len(bundle):
         d.write(live, ca, _reload_serving(d, serving))
         dropped = True

@@ -18,7 +18,7 @@ from referencing import Registry, Resource
 from trainadmit.engine import load_policy
 
 ROOT = Path(__file__).resolve().parent.parent
-pytest_plugins = ["kube_fixtures"]  # the integration tier's control plane (tests/integration)
+pytest_plugins = ["kube_fixtures", "rule_coverage"]  # the integration tier's control plane; every rule fires
 
 
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -150,3 +150,38 @@ def injected_leaves(before: dict, after: dict) -> dict[str, object]:
     """Leaves that the mutation added or changed (what trainadmit injected)."""
     b, a = flatten(before), flatten(after)
     return {k: v for k, v in a.items() if b.get(k, object()) != v and not (v == {} and k not in b)}
+
+
+# ---- no process outlives the suite (suite_processes) ----------------------------------------------------
+
+def _runs_tests(config) -> bool:
+    """This process runs tests (an xdist worker, or pytest without xdist), not only the xdist controller,
+    whose workers carry its marker too."""
+    return hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    if _runs_tests(config):
+        import suite_processes
+
+        suite_processes.mark_this_process()
+
+
+@pytest.fixture(autouse=True)
+def _processes_stop_with_their_test():
+    """A server a test started and did not stop (it failed first, or was interrupted) stops with the test;
+    those of session and module fixtures were started before this point and are their fixtures' to stop."""
+    import suite_processes
+
+    before = suite_processes.started()
+    yield
+    suite_processes.stop_started_since(before)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session, exitstatus):
+    if _runs_tests(session.config):
+        import suite_processes
+
+        suite_processes.sweep()

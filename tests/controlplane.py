@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote, urlencode, urlsplit
 
+import suite_processes
 import urllib3
 import yaml
 from cryptography import x509
@@ -783,6 +784,7 @@ class ControlPlane:
                 env=env, start_new_session=True, preexec_fn=_die_with_parent if sys.platform == "linux" else None,
             )
         self._procs.append(proc)
+        suite_processes.register(proc)  # the suite's end sweeps it too, whatever happens to this object
         return proc
 
     def _start_once(self) -> None:

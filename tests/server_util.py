@@ -6,7 +6,6 @@ import contextlib
 import http.client
 import json
 import os
-import signal
 import socket
 import ssl
 import subprocess
@@ -14,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import suite_processes
 from conftest import ROOT
 
 from trainadmit.certs import pki
@@ -54,10 +54,13 @@ class Client:
         self.port, self.server_name, self.timeout, self.keep_alive = port, server_name, timeout, keep_alive
         self.ca_file = ca_file
         self.conn: http.client.HTTPSConnection | None = None
+        self.trusted = 0  # CA certificates the newest connection trusts (read from ca_file when it was opened)
 
     def _context(self) -> ssl.SSLContext:
+        """Trust what ``ca_file`` holds now, as the apiserver trusts the caBundle it last read."""
         ctx = ssl.create_default_context(cafile=str(self.ca_file))
         ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        self.trusted = ctx.cert_store_stats()["x509_ca"]
         return ctx
 
     def _connect(self) -> http.client.HTTPSConnection:
@@ -103,6 +106,9 @@ class Client:
 
 
 class Server:
+    """``trainadmit serve`` as a child process in its own process group (``suite_processes``): stopped by
+    ``stop()``, by leaving a ``with`` block, or, when a test fails first, at the end of the test."""
+
     def __init__(self, policy_dir: Path, cert_dir: Path, workers: int = 2, extra: list[str] | None = None,
                  log: Path | None = None, env_extra: dict | None = None, command: list[str] | None = None):
         self.port = free_port()
@@ -113,12 +119,18 @@ class Server:
         env.pop("PROMETHEUS_MULTIPROC_DIR", None)
         env.update(env_extra or {})
         self._log_file = open(self.log, "wb")  # noqa: SIM115 - lives as long as the server process
-        self.proc = subprocess.Popen(
+        self.proc = suite_processes.popen(
             [*(command or [sys.executable, "-m", "trainadmit.cli"]), "serve", "-p", str(policy_dir),
              "--tls-cert", str(cert_dir / "tls.crt"), "--tls-key", str(cert_dir / "tls.key"),
              "--host", "127.0.0.1", "--port", str(self.port), "--workers", str(workers),
              "--reload-interval", "0.5", *(extra or [])],
             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=self._log_file)
+
+    def __enter__(self) -> Server:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
     def client(self, **kw) -> Client:
         client = Client(self.port, self.cert_dir / "ca.crt", **kw)
@@ -142,18 +154,14 @@ class Server:
         raise RuntimeError(f"server not ready: {last}")
 
     def stop(self) -> int:
-        """SIGTERM and wait. Our idle keep-alive connections are closed first: a graceful shutdown
-        waits for open connections, and the tests' own must not be what it waits for."""
+        """SIGTERM and wait (its whole process group SIGKILLed after 30 s); the exit status. Our idle
+        keep-alive connections are closed first: a graceful shutdown waits for open connections, and the
+        tests' own must not be what it waits for."""
         for client in self._clients:
             client.close()
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
+        status = suite_processes.stop(self.proc, grace=30)
+        self._log_file.close()
+        return status
 
     def served_certificate(self):
         """The certificate a new TLS connection is served (no verification: rotation tests look at it)."""

@@ -8,7 +8,7 @@ import sys
 from conftest import ROOT
 
 
-def test_engine_bench_runs_and_its_memo_column_is_the_servers_answer(monkeypatch, capsys):
+def test_engine_bench_runs_and_its_cache_column_is_the_servers_answer(monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", ["engine.py", "--seconds", "0", "--cases", "1x1"])
     monkeypatch.syspath_prepend(str(ROOT / "bench"))
     runpy.run_path(str(ROOT / "bench" / "engine.py"), run_name="__main__")
@@ -17,11 +17,11 @@ def test_engine_bench_runs_and_its_memo_column_is_the_servers_answer(monkeypatch
     engine = runpy.run_path(str(ROOT / "bench" / "engine.py"))
     policy = engine["bench_policy"](cel=True)
     raw = engine["bodies"](engine["job"](1, 16), 1)[0]
-    from trainadmit.engine.memo import Memo
+    from trainadmit.server.decisions import DecisionCache
 
-    memo = Memo(policy)
-    assert engine["remembered"](raw, policy, memo) == engine["remembered"](raw, policy, memo) > 100
-    assert memo.hits == 1
+    cache = DecisionCache(policy)
+    assert engine["remembered"](raw, policy, cache) == engine["remembered"](raw, policy, cache) > 100
+    assert cache.hits == 1
 
 
 def test_preflight_bench_uses_the_engine_bench_as_it_is(monkeypatch):

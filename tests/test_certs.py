@@ -56,6 +56,22 @@ def test_ca_rotation_keeps_both_cas_through_the_overlap(tmp_path):
     assert third.dropped_old_ca and len(d.bundle()) == 1 and d.bundle()[0].subject == d.serving().issuer
 
 
+def test_the_old_ca_stays_until_every_server_serves_the_new_certificate(tmp_path):
+    """The in-cluster controller runs every 30 s: the pass after the serving certificate moved to the new CA
+    must not drop the old one, while the kubelet has not yet projected the moved certificate into every
+    replica (a minute or more) and they still serve the one only the old CA trusts."""
+    d = pki.issue(tmp_path, "trainadmit", "trainadmit-system", now=T0, serving_days=3600)
+    t = T0 + dt.timedelta(days=3650 - 300)
+    assert pki.rotate(tmp_path, now=t).rotated_ca
+    moved = t + dt.timedelta(days=8)
+    assert pki.rotate(tmp_path, now=moved).rotated_serving
+    next_pass = pki.rotate(tmp_path, now=moved + dt.timedelta(seconds=30))
+    assert not next_pass.dropped_old_ca and len(d.bundle()) == 2, next_pass.reason
+    assert "stays in the bundle" in next_pass.reason
+    settled = pki.rotate(tmp_path, now=moved + pki.SERVING_SETTLE)
+    assert settled.dropped_old_ca and len(d.bundle()) == 1 and d.bundle()[0].subject == d.serving().issuer
+
+
 def test_check_reports_days_chain_and_names(tmp_path):
     issued(tmp_path)
     ok = pki.check(tmp_path, ["trainadmit.trainadmit-system.svc"], now=T0 + dt.timedelta(days=10))

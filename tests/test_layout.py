@@ -173,3 +173,14 @@ def test_every_third_party_import_is_a_declared_runtime_dependency():
             if not dists & declared:
                 missing.setdefault(top, set()).add(name)
     assert not missing, f"imported but not in [project] dependencies: {missing}"
+
+
+def test_comments_state_the_invariant_not_the_issue_that_introduced_it():
+    """Code says why it is so, in its own terms: a reference to an issue or a row of one ("issue 11, row 3")
+    means nothing to the next engineer, and neither does a section of a document that is not in the project."""
+    import re
+
+    history = re.compile(r"\bissue \d|\bDESIGN §")
+    found = [f"{path.relative_to(ROOT)}:{i}" for folder in PACKAGE_DIRS.values() for path in sorted(folder.rglob("*.py"))
+             for i, line in enumerate(path.read_text().splitlines(), 1) if history.search(line)]
+    assert not found, found

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -14,18 +15,17 @@ from trainadmit.server import metrics, metrics_dir
 from trainadmit.server.cost import Busy, MemoryBudget, TooCostly, estimate
 from trainadmit.server.limits import MiB, ReadLimits
 from trainadmit.server.memory import LargeRequestTrimmer, malloc_trim
+from trainadmit.server.settings import load
 from trainadmit.server.worker import error_response, parse_head
 
 
-def test_body_limits_per_webhook_and_their_overrides(monkeypatch):
-    limits = ReadLimits.from_env()
+def test_body_limits_per_webhook_and_their_overrides():
+    limits = load(environ={}).limits
     assert (limits.body_limit("/mutate"), limits.body_limit("/validate")) == (4 * MiB, 8 * MiB)
     assert limits.body_limit("/readyz") == limits.body_limit("/mutate/x") == 64 * 1024
     assert limits.largest_body == 8 * MiB
-    monkeypatch.setenv("TRAINADMIT_MAX_BODY_BYTES_MUTATE", "1000")
-    monkeypatch.setenv("TRAINADMIT_READ_TIMEOUT", "2.5")
-    monkeypatch.setenv("TRAINADMIT_MAX_INFLIGHT_BODY_BYTES", "5000")
-    changed = ReadLimits.from_env()
+    changed = load(environ={"TRAINADMIT_MAX_BODY_BYTES_MUTATE": "1000", "TRAINADMIT_READ_TIMEOUT": "2.5",
+                            "TRAINADMIT_MAX_INFLIGHT_BODY_BYTES": "5000"}).limits
     assert (changed.body_limit("/mutate"), changed.read_timeout, changed.max_inflight_body_bytes) == (1000, 2.5, 5000)
     assert changed.body_limit("/validate") == 8 * MiB
 
@@ -122,3 +122,26 @@ def test_memory_budget_queues_what_does_not_fit_and_refuses_what_never_will():
     with budget.hold(100):  # alone, the whole budget
         order.append("large")
     assert order == ["first", "small", "large"] and budget.held == 0
+
+
+def test_a_controllers_problem_reaches_a_worker_forked_before_it():
+    """The controllers run in the server's main process, /readyz in the workers gunicorn forked earlier."""
+    from trainadmit.server.controller_status import ControllerStatus
+
+    status = ControllerStatus(["reconciler", "preflight-status"])
+    seen_r, seen_w = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the worker
+        deadline = time.monotonic() + 10
+        while not status.problems() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        os.write(seen_w, "\n".join(status.problems()).encode() or b"-")
+        while status.problems() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        os._exit(0 if not status.problems() else 1)
+    os.close(seen_w)
+    status.set("reconciler", "namespace x does not exist")
+    assert os.read(seen_r, 4096).decode() == "reconciler: namespace x does not exist"
+    status.set("reconciler", None)
+    assert os.waitpid(child, 0)[1] == 0
+    os.close(seen_r)

@@ -1,13 +1,15 @@
-"""`trainadmit serve` with an unusable input exits before it listens: one line naming the file, exit code 2
-(DESIGN §6: unreadable input or an invalid policy; the same for certificates, cluster snapshots and API
-access), no traceback (issue 11, rows 6 and 9: tracebacks, exit 1 or 3, or a server whose every handshake
-failed). Each case runs the real program."""
+"""`trainadmit serve` with an unusable input or setting exits before it listens: one line naming the file,
+flag or address, exit code 2 (the code of unreadable input and invalid policies, for certificates, cluster
+snapshots, API access, worker counts and ports alike), no traceback, and never a server that starts and
+cannot answer (a garbage certificate failing every handshake, ``--workers 0``). Each case runs the real
+program."""
 
 from __future__ import annotations
 
 import datetime as dt
 import os
 import shutil
+import socket
 import subprocess
 import sys
 
@@ -85,3 +87,34 @@ def test_missing_kubeconfig(pairs, tmp_path):
     refused(serve("-p", str(POLICIES), "--cluster-live", cert=str(pairs / "good" / "tls.crt"),
                   key=str(pairs / "good" / "tls.key"), env={"KUBECONFIG": str(tmp_path / "kubeconfig")}),
             "kubeconfig", str(tmp_path / "kubeconfig"))
+
+
+@pytest.mark.parametrize("flag,value", [("--workers", "0"), ("--threads", "0"), ("--port", "0"), ("--port", "65536"),
+                                        ("--timeout", "-5"), ("--worker-class", "sync")])
+def test_invalid_counts_and_ports_are_refused_before_start(pairs, flag, value):
+    """``--workers 0`` used to listen and never answer, logging nothing."""
+    good = pairs / "good"
+    refused(serve("-p", str(POLICIES), flag, value, cert=str(good / "tls.crt"), key=str(good / "tls.key")),
+            flag, repr(value))
+
+
+def test_a_port_in_use_is_one_line(pairs):
+    """gunicorn retried five times, logged ten lines and exited 1."""
+    good = pairs / "good"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run([sys.executable, "-m", "trainadmit.cli", "serve", "-p", str(POLICIES), "--host",
+                                 "127.0.0.1", "--port", str(port), "--tls-cert", str(good / "tls.crt"),
+                                 "--tls-key", str(good / "tls.key")], capture_output=True, text=True, cwd=ROOT,
+                                timeout=60)
+    refused(result, f"cannot listen on 127.0.0.1:{port}", "the port is in use", "--port")
+
+
+def test_an_unknown_host_is_one_line(pairs):
+    good = pairs / "good"
+    result = subprocess.run([sys.executable, "-m", "trainadmit.cli", "serve", "-p", str(POLICIES), "--host",
+                             "no-such-host.invalid", "--port", str(free_port()), "--tls-cert", str(good / "tls.crt"),
+                             "--tls-key", str(good / "tls.key")], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    refused(result, "cannot listen on no-such-host.invalid:", "not an address or a known host name")

@@ -18,7 +18,8 @@ from damage import damaged
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from trainadmit.server.app import ServerConfig, create_app
+from trainadmit.server.app import create_app
+from trainadmit.server.settings import ServerSettings, replace
 
 SEEDS = [review(n) for n in ("job-03-mutate-Job-CREATE.json", "job-09-mutate-Job-UPDATE.json",
                              "pod-01-mutate-Pod-CREATE.json", "job-16-mutate-Job-DELETE.json")]
@@ -40,7 +41,7 @@ def check_answer(doc: dict, status: int, reply) -> None:
 
 @pytest.fixture(scope="module")
 def app_client():
-    return create_app(ServerConfig(policy_dir=str(POLICIES), reload_interval=3600)).test_client()
+    return create_app(replace(ServerSettings(), app={"policy_dir": str(POLICIES), "reload_interval": 3600})).test_client()
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""What a cluster throws at a `failurePolicy: Fail` webhook, against the real server process (issue 11).
+"""What a cluster throws at a `failurePolicy: Fail` webhook, against the real server process.
 
 One small server (1 worker, 2 threads, a 3 s read deadline, a 1 MiB in-flight budget for large bodies)
 so that each mechanism shows in a second or two: slow clients cannot hold the threads, a request that is

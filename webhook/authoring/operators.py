@@ -4,19 +4,13 @@ each concern and which key the kind's operator reads for each gang backend."""
 from __future__ import annotations
 
 from ..engine.paths import Path, field_path
-from ..engine.workloads import ADAPTERS, Adapter, GangMethod
+from ..engine.workloads import ADAPTERS, NATIVE_JOB_SCHEDULING, NATIVE_POD_GROUP, Adapter, Gang, GangMethod
 from ..engine.workloads.pod import PodAdapter
 
 BEGIN = "<!-- BEGIN GENERATED OPERATOR TABLE (trainadmit.authoring.operators) -->"
 END = "<!-- END GENERATED OPERATOR TABLE -->"
 BACKENDS = ("native", "coscheduling", "volcano", "kueue")
 
-_JOB = {
-    "native": "`spec.scheduling.schedulingPolicy.gang.minCount` (`pod-group` mode: `schedulingGroup` + PodGroup)",
-    "coscheduling": "template label `scheduling.x-k8s.io/pod-group` + schedulerName + PodGroup",
-    "volcano": "annotation `scheduling.volcano.sh/group-min-member` (Volcano's pg-controller)",
-    "kueue": "label `kueue.x-k8s.io/queue-name` + `spec.suspend`",
-}
 _TEMPLATES = {
     "native": "every gang template `spec.schedulingGroup.podGroupName` + PodGroup `scheduling.k8s.io/v1beta1`",
     "coscheduling": "every gang template label `scheduling.x-k8s.io/pod-group` + schedulerName + PodGroup "
@@ -35,20 +29,29 @@ def _pattern(path: Path) -> str:
 
 
 def _gang(adapter: Adapter, backend: str) -> str:
-    gang = adapter.gang(backend)
-    if gang.method is GangMethod.job:
-        return _JOB[backend]
+    """The cell of one backend column; native shows both modes where the kind has a gang field of its own."""
+    if backend != "native":
+        return _method(adapter.gang(backend), backend)
+    own = adapter.gangs.get(NATIVE_JOB_SCHEDULING)
+    pod_group = _method(adapter.gang(NATIVE_POD_GROUP), backend)
+    return f"{_method(own, backend)} (`pod-group` mode: {pod_group})" if own is not None else pod_group
+
+
+def _method(gang: Gang, backend: str) -> str:
+    if gang.method is GangMethod.spec and gang.path is not None:
+        where = _path((*gang.path, "schedulingPolicy", "gang", "minCount"))
+        return f"{where} (its controller builds Workload + PodGroup)"
     if gang.method is GangMethod.templates:
         return _TEMPLATES[backend] + " (reconciler)"
     if gang.method is GangMethod.kueue:
-        where = _path(adapter.kueue_suspend) if adapter.kueue_suspend else "no suspend (Kueue gates the Pods)"
+        where = _path(gang.suspend) if gang.suspend else "no suspend (Kueue gates the Pods)"
         return f"label `kueue.x-k8s.io/queue-name` + {where}"
     if gang.method is GangMethod.fields and gang.fields is not None:
         f = gang.fields
         parts = [f"size {_path(f.size)}" if f.size else "", f"queue {_path(f.queue)}" if f.queue else "",
                  f"priority {_path(f.priority)}" if f.priority else "",
                  f"{_path(f.switch[0])}: \"{f.switch[1]}\"" if f.switch else "",
-                 "schedulerName on templates" if f.scheduler_on_templates else ""]
+                 "schedulerName on templates" if gang.scheduler_name else ""]
         return "; ".join(p for p in parts if p) + f" — read by {f.reads}"
     return f"— ({gang.reason})"
 

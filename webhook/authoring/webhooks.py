@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import yaml
 
-from ..engine.intent import MIG_PREFIX
-from ..engine.workloads import ADAPTERS, Adapter
+from ..engine.concerns.intent import MIG_PREFIX
+from ..engine.workloads import ADAPTERS, Adapter, ResourcesOutsideTemplates, capable
 from ..engine.workloads.pod import PodAdapter
 from ..policy import PolicySet
 
@@ -83,7 +83,8 @@ def _adapter_uses_gpu(policy: PolicySet, adapter: Adapter) -> str:
     if isinstance(adapter, PodAdapter):
         return f"({_template_uses_gpu(policy, 'object')})"
     found = [f"({_pattern(policy, 'object', p)})" for p in adapter.template_patterns]
-    found += [f"({_pattern(policy, 'object', p, leaf=_resources_gpu)})" for p in adapter.resource_patterns]
+    if capable(adapter, ResourcesOutsideTemplates):
+        found += [f"({_pattern(policy, 'object', p, leaf=_resources_gpu)})" for p in adapter.resource_patterns]
     return " || ".join(found)
 
 

@@ -1,4 +1,4 @@
-"""What every command shares: exit codes (DESIGN §6) and loading a policy with a readable error."""
+"""What every command shares: exit codes (docs/cli.md) and loading a policy with a readable error."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """`trainadmit` command line: a thin layer over the engine, the server and the certificate tools.
 
-Exit codes (DESIGN §6, docs/cli.md): 0 every object admitted, 1 any denied, 2 unreadable input, invalid
+Exit codes (docs/cli.md): 0 every object admitted, 1 any denied, 2 unreadable input, invalid
 policy, a usage error or output that could not be written, 130 interrupted.
 Each command's module is imported only when that command runs, so that `check` (run per file in CI
 and pre-commit hooks) never pays for the web server, metrics or Kubernetes client.
@@ -86,22 +86,6 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_ERROR, f"{self.prog}: {message} (see: {self.prog} --help)\n")
 
 
-def port_number(text: str) -> int:
-    """A TCP port, 1-65535 (an argparse type: a bad value is a usage error naming the flag)."""
-    value = int(text)
-    if not 1 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"{text} is not a TCP port (1-65535)")
-    return value
-
-
-def positive_int(text: str) -> int:
-    """A whole number of at least 1 (an argparse type)."""
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} is not a positive whole number")
-    return value
-
-
 OUTPUTS = ("text", "yaml", "json", "patch", "junit", "sarif")
 
 
@@ -175,49 +159,10 @@ def _add_policy(sub) -> None:
 
 
 def _add_serve(sub) -> None:
-    from ..server.limits import MAX_REQUESTS, MAX_REQUESTS_JITTER, ReadLimits  # only serve's parser needs them
+    from ..server.settings import add_arguments  # serve's options are declared with its settings, once
 
     srv = sub.add_parser("serve", help="run the HTTPS admission webhook (POST /mutate, /validate)")
-    srv.add_argument("-p", "--policy", default=DEFAULT_POLICY_DIR, type=path_arg,
-                     help="policy directory, reloaded when it changes")
-    srv.add_argument("--tls-cert", default=os.environ.get("TRAINADMIT_TLS_CERT"),
-                     help="serving certificate, PEM (default: $TRAINADMIT_TLS_CERT)")
-    srv.add_argument("--tls-key", default=os.environ.get("TRAINADMIT_TLS_KEY"),
-                     help="its private key, PEM (default: $TRAINADMIT_TLS_KEY)")
-    srv.add_argument("--host", default="0.0.0.0", help="address to listen on")
-    srv.add_argument("--port", type=port_number, default=8443, help="HTTPS port to listen on")
-    srv.add_argument("--workers", type=positive_int, default=2, help="processes (default %(default)s)")
-    srv.add_argument("--threads", type=positive_int, default=8, help="threads per process (default %(default)s)")
-    srv.add_argument("--timeout", type=positive_int, default=30, help="worker heartbeat timeout, seconds")
-    srv.add_argument("--graceful-timeout", type=int, default=20, help="seconds to finish in-flight requests")
-    srv.add_argument("--read-timeout", type=float, default=None,
-                     help="seconds a client has for the TLS handshake, head and body of one request, 408 after "
-                          f"(default: $TRAINADMIT_READ_TIMEOUT, else {ReadLimits.read_timeout:g})")
-    srv.add_argument("--max-requests", type=int, default=MAX_REQUESTS,
-                     help="requests after which a worker is replaced, bounding what it keeps (default %(default)s; "
-                          "0: never)")
-    srv.add_argument("--max-requests-jitter", type=int, default=MAX_REQUESTS_JITTER,
-                     help="up to this many more, at random, so that workers are not replaced together")
-    srv.add_argument("--worker-class", choices=["deadline", "gthread"], default="deadline",
-                     help="deadline: requests read under --read-timeout before a thread takes them (default); "
-                          "gthread: gunicorn's own, without read deadlines (benchmark baseline)")
-    srv.add_argument("--reload-interval", type=float, default=2.0, help="policy directory poll, seconds")
-    srv.add_argument("--cluster", action="append", help="cluster snapshot file (until the live view exists)")
-    srv.add_argument("--enable-noop", action="store_true", help="serve POST /noop (benchmark floor)")
-    srv.add_argument("--cluster-live", action="store_true",
-                     help="watch Nodes, ResourceQuotas and the objects decisions name (pool capacity, usable nodes, "
-                     "domain sizes, remaining GPU quota, PriorityClasses, claims, networks, queues)")
-    srv.add_argument("--cluster-max-age", type=float, default=180.0,
-                     help="seconds after which a live view that could not be confirmed is stale: /readyz fails and "
-                     "decisions follow rule cluster.view-stale (default %(default)s)")
-    srv.add_argument("--manage-certs", action="store_true",
-                     help="in-cluster mode: create and rotate the TLS Secret and the caBundle (Lease-elected)")
-    srv.add_argument("--reconcile", action="store_true",
-                     help="also run the PodGroup reconciler (Lease-elected) for backends that need PodGroups")
-    srv.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE", "trainadmit-system"),
-                     help="the server's own namespace: its Leases, TLS Secret and Service (default: $POD_NAMESPACE, "
-                     "else trainadmit-system)")
-    srv.add_argument("--service", default="trainadmit", help="Service name the certificate is issued for")
+    add_arguments(srv)
     srv.set_defaults(func=_lazy("serve", "cmd_serve"))
 
 

@@ -1,115 +1,135 @@
 """`trainadmit serve`: the webhook server, and the controllers that run beside it.
 
-Every input is checked before gunicorn starts (policy, certificate and key, cluster snapshots, API access),
-so that a bad one is a single line naming the file and exit code 2, never a traceback from a worker.
+Every setting and input is checked before gunicorn starts (the settings' values, policy, certificate and
+key, cluster snapshots, API access, the address to listen on), so that a bad one is a single line naming
+the flag, variable, file or address, and exit code 2, never a traceback from a worker. Once it runs, every
+line it writes is JSON (``server.logs``).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from typing import TYPE_CHECKING
 
-from .common import EXIT_ERROR, EXIT_OK, load_policy_or_report
+from .common import EXIT_ERROR, load_policy_or_report
+
+if TYPE_CHECKING:
+    from ..server.settings import ServerSettings
+
+
+def _refuse(problem: str) -> int:
+    print(f"trainadmit serve: {problem}", file=sys.stderr)
+    return EXIT_ERROR
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    if not (args.tls_cert and args.tls_key):
-        print("trainadmit serve: needs --tls-cert and --tls-key (HTTPS only; or TRAINADMIT_TLS_CERT and "
-              "TRAINADMIT_TLS_KEY)", file=sys.stderr)
-        return EXIT_ERROR
+    from ..server.settings import SettingError, load
+
+    try:
+        settings = load(args, os.environ)
+    except SettingError as exc:
+        return _refuse(str(exc))
+    if not (settings.tls.cert_file and settings.tls.key_file):
+        return _refuse("needs --tls-cert and --tls-key (HTTPS only; or TRAINADMIT_TLS_CERT and TRAINADMIT_TLS_KEY)")
     from ..server import metrics_dir
 
     created = metrics_dir.create()  # prometheus_client picks its multi-process mode when first imported
     try:
-        return _serve(args)
+        return _serve(settings)
     finally:  # gunicorn's workers leave through here too: remove() acts in this process only
         metrics_dir.remove(created)
 
 
-def _check_inputs(args: argparse.Namespace) -> str | None:
+def _check_inputs(settings: ServerSettings) -> str | None:
     """The first unusable input, as one line; None when all are usable."""
+    from ..server.logs import emit
     from ..server.startup import StartupError, check_cluster_files, check_kube_config, check_tls_pair
 
+    controllers = settings.controllers
     try:
         try:
-            check_tls_pair(args.tls_cert, args.tls_key)
+            check_tls_pair(settings.tls.cert_file, settings.tls.key_file)
         except StartupError as exc:
-            if not args.manage_certs:
+            if not controllers.manage_certs:
                 raise
             # in-cluster certificate mode: this server's own controller writes the Secret (the kubelet then
             # projects it), so a missing or stale pair is what it is about to fix, not a reason to exit
-            print(f"trainadmit serve: {exc}; waiting for the certificate controller (--manage-certs)",
-                  file=sys.stderr)
-        check_cluster_files(args.cluster or [])
-        if args.cluster_live or args.reconcile or args.manage_certs:
+            emit("startup", message=f"{exc}; waiting for the certificate controller (--manage-certs)")
+        check_cluster_files(list(settings.app.cluster_files))
+        if settings.app.cluster_live or controllers.reconcile or controllers.manage_certs:
             check_kube_config()
     except StartupError as exc:
         return str(exc)
     return None
 
 
-def _serve(args: argparse.Namespace) -> int:
-    problem = _check_inputs(args)
+def _serve(settings: ServerSettings) -> int:
+    from ..server.logs import capture_warnings
+    from ..server.startup import StartupError, bind_listener
+
+    capture_warnings()  # from here on every line is JSON, a library's warnings included
+    problem = _check_inputs(settings)
     if problem:
-        print(f"trainadmit serve: {problem}", file=sys.stderr)
-        return EXIT_ERROR
-    policy = load_policy_or_report(args.policy)  # every problem with file and field, before any worker starts
+        return _refuse(problem)
+    policy = load_policy_or_report(settings.app.policy_dir)  # every problem with file and field, first
     if policy is None:
         return EXIT_ERROR
-    from ..server.app import ServerConfig
+    try:
+        listener = bind_listener(settings.listen.host, settings.listen.port, settings.listen.address)
+    except StartupError as exc:
+        return _refuse(str(exc))
+    from ..server.controller_status import ControllerStatus
     from ..server.gunicorn_app import serve
 
-    if args.manage_certs:
-        start_cert_controller(args.namespace, args.service, interval=30.0)
-    if args.reconcile:
-        start_reconciler(args.namespace, policy.keys.podgroup, args.policy, args.cluster_max_age)
-        start_preflight_status(args.namespace, policy.keys.preflight, policy.keys.applied)
-    config = ServerConfig(policy_dir=args.policy, cert_file=args.tls_cert, key_file=args.tls_key,
-                          cluster_files=args.cluster or [], reload_interval=args.reload_interval,
-                          enable_noop=args.enable_noop, cluster_live=args.cluster_live,
-                          cluster_max_age=args.cluster_max_age)
-    serve(config, bind=f"{args.host}:{args.port}", workers=args.workers, threads=args.threads,
-          timeout=args.timeout, graceful_timeout=args.graceful_timeout, read_timeout=args.read_timeout,
-          max_requests=args.max_requests, max_requests_jitter=args.max_requests_jitter,
-          worker_class=args.worker_class)
-    return EXIT_OK
+    controllers = settings.controllers
+    names = [*(["certificates"] if controllers.manage_certs else []),
+             *(["reconciler", "preflight-status"] if controllers.reconcile else [])]
+    status = ControllerStatus(names) if names else None
+    if controllers.manage_certs:
+        start_cert_controller(controllers.namespace, controllers.service, status)
+    if controllers.reconcile:
+        start_reconciler(controllers.namespace, policy.keys.podgroup, str(settings.app.policy_dir),
+                         settings.app.cluster_max_age, status)
+        start_preflight_status(controllers.namespace, policy.keys.preflight, policy.keys.applied, status)
+    return serve(settings, listener, status)
 
 
-def start_cert_controller(namespace: str, service: str, interval: float):
-    """In-cluster certificate mode: a thread (in the gunicorn master) that keeps the Secret current."""
-    import threading
-
-    from ..certs.incluster import from_kubeconfig
-    from ..server.runtime import emit
-
-    controller = from_kubeconfig(namespace=namespace, service=service,
-                                 log=lambda message: emit("certificates", message=message))
-    stop = threading.Event()
-    threading.Thread(target=controller.run, args=(stop, interval), name="cert-controller", daemon=True).start()
-    return stop
-
-
-def _elected(namespace: str, lease_name: str, thread_name: str, log_event: str, make, interval: float):
-    """Start ``make(lease, identity, log).run`` as a daemon thread of the server's main process, elected
-    through the Lease ``lease_name`` (one replica runs it); returns the thread's stop event."""
-    import threading
-
+def _elected(namespace: str, lease_name: str, name: str, make, status, interval: float):
+    """Run ``make(me, log)``'s one pass (a callable returning the lines to log) in a daemon thread of the
+    server's main process while this replica holds the Lease ``lease_name``; returns the thread's stop event."""
     from kubernetes import client
 
     from ..cluster.kube import identity, load_config
     from ..cluster.lease import LeaderLease
-    from ..server.runtime import emit
+    from ..server.elected import ElectedLoop
+    from ..server.logs import emit
 
     load_config()
-    log = lambda message: emit(log_event, message=message)  # noqa: E731
+    log = lambda message: emit(name, message=message)  # noqa: E731
     me = identity()
-    worker = make(LeaderLease(client.CoordinationV1Api(), namespace, lease_name, me, log=log), me, log)
-    stop = threading.Event()
-    threading.Thread(target=worker.run, args=(stop, interval), name=thread_name, daemon=True).start()
-    return stop
+    lease = LeaderLease(client.CoordinationV1Api(), namespace, lease_name, me, log=log)
+    return ElectedLoop(name, lease, make(me, log), log, status).start(interval)
 
 
-def start_reconciler(namespace: str, key: str, policy_dir: str = "policies", max_age: float = 180.0,
+def start_cert_controller(namespace: str, service: str, status=None, interval: float = 30.0):
+    """In-cluster certificate mode: keeps the Secret and the caBundle current."""
+    from ..certs.incluster import from_kubeconfig
+    from ..cluster.lease import CERTS_LEASE
+
+    def make(me, log):
+        controller = from_kubeconfig(namespace=namespace, service=service, identity=me, log=log)
+
+        def work() -> list[str]:
+            message = controller.reconcile()
+            return [] if message == "nothing due" else [message]
+        return work
+
+    return _elected(namespace, CERTS_LEASE, "certificates", make, status, interval)
+
+
+def start_reconciler(namespace: str, key: str, policy_dir: str = "policies", max_age: float = 180.0, status=None,
                      interval: float = 5.0):
     """The reconciler (the PodGroups the coscheduling and native backends need, the budgets' ResourceQuotas
     and the reports), on a cluster view of its own that keeps the workloads whole, started once elected."""
@@ -125,7 +145,7 @@ def start_reconciler(namespace: str, key: str, policy_dir: str = "policies", max
     from ..cluster.report_writer import ReportWriter
     from ..server.metrics import record_report_violations
 
-    def make(lease, me, log):
+    def make(me, log):
         core, custom = client.CoreV1Api(), client.CustomObjectsApi()
         # discovery every 15 s: a report CRD installed later is written to within that
         view = LiveCluster(core, custom=custom, log=log, max_age=max_age, discovery_interval=15.0,
@@ -134,14 +154,14 @@ def start_reconciler(namespace: str, key: str, policy_dir: str = "policies", max
         budgets = BudgetQuotas(core, lambda ns: view.quota_object(ns, BUDGET_NAME), log=log,
                                ready=lambda: view.synced.is_set() and view.stale() is None)
         policy = PolicyDirectory(policy_dir, log).current
-        return Reconciler(lease, PodGroupReconciler(custom, None, key=key, log=log), policy,
+        return Reconciler(None, PodGroupReconciler(custom, None, key=key, log=log), policy,
                           [("budgets", budgets.step), ("reports", writer.step)], log,
-                          on_elected=lambda: view.start(threading.Event()))
+                          on_elected=lambda: view.start(threading.Event())).step
 
-    return _elected(namespace, RECONCILER_LEASE, "podgroup-reconciler", "reconciler", make, interval)
+    return _elected(namespace, RECONCILER_LEASE, "reconciler", make, status, interval)
 
 
-def start_preflight_status(namespace: str, key: str, applied_key: str, interval: float = 5.0):
+def start_preflight_status(namespace: str, key: str, applied_key: str, status=None, interval: float = 5.0):
     """The preflight status reconciler, feeding the preflight metrics of the server's /metrics."""
     from kubernetes import client
 
@@ -149,10 +169,10 @@ def start_preflight_status(namespace: str, key: str, applied_key: str, interval:
     from ..cluster.preflight_status import PreflightStatus
     from ..server.metrics import PREFLIGHT_FAILURES, PREFLIGHT_READY
 
-    return _elected(namespace, PREFLIGHT_STATUS_LEASE, "preflight-status", "preflight-status",
-                    lambda lease, me, log: PreflightStatus(
-                        client.CoreV1Api(), client.CustomObjectsApi(), lease, key=key, applied_key=applied_key,
+    return _elected(namespace, PREFLIGHT_STATUS_LEASE, "preflight-status",
+                    lambda me, log: PreflightStatus(
+                        client.CoreV1Api(), client.CustomObjectsApi(), None, key=key, applied_key=applied_key,
                         identity=me, log=log,
                         on_failure=lambda pool, node, check: PREFLIGHT_FAILURES.labels(pool, node, check).inc(),
-                        on_ready=lambda pool, seconds: PREFLIGHT_READY.labels(pool).observe(seconds)),
-                    interval)
+                        on_ready=lambda pool, seconds: PREFLIGHT_READY.labels(pool).observe(seconds)).step,
+                    status, interval)

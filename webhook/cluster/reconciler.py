@@ -33,7 +33,7 @@ def podgroup_kinds() -> list[tuple[str, str, str]]:
     """(group, version, plural) of every kind whose workloads may need a PodGroup from the reconciler."""
     out = []
     for adapter in ADAPTERS:
-        if any(g.method in (GangMethod.job, GangMethod.templates) for g in adapter.gangs.values()):
+        if any(g.method is GangMethod.templates for g in adapter.gangs.values()):
             out.extend((adapter.group, v, adapter.plural) for v in adapter.versions)
     return out
 
@@ -136,14 +136,17 @@ class PodGroupReconciler:
 
 @dataclass
 class Reconciler:
-    """Each pass, while this replica holds the Lease: the PodGroups, then (with a policy) each policy part."""
+    """One pass: the PodGroups, then (with a policy) each policy part. Every part runs even when another
+    fails (a missing permission for reports must not stop the PodGroups); the first failure is then raised,
+    so that the loop running the pass (``server.elected``) logs it and shows it on /readyz. ``lease`` is for a
+    caller that does not hold the Lease itself (None: the caller does)."""
 
     lease: LeaderLease | None
     podgroups: PodGroupReconciler | None = None
     policy: Callable[[], object] | None = None  # the current PolicySet (cluster.policy_dir.PolicyDirectory)
     parts: list[tuple[str, Callable[[object], list[str]]]] = field(default_factory=list)  # (name, step(policy))
     log: Callable[[str], None] = print
-    on_elected: Callable[[], None] | None = None  # once, the first time this replica holds the Lease
+    on_elected: Callable[[], None] | None = None  # once, the first pass this replica runs
     _elected: bool = False
 
     def step(self) -> list[str]:
@@ -154,29 +157,21 @@ class Reconciler:
             if self.on_elected is not None:
                 self.on_elected()
         out: list[str] = []
+        failure: Exception | None = None
+        calls: list[tuple[str, Callable[[], list[str]]]] = []
         if self.podgroups is not None:
-            out.extend(self._guarded("podgroups", self.podgroups.step))
+            calls.append(("podgroups", self.podgroups.step))
         policy = self.policy() if self.policy is not None else None
         if policy is not None:
-            for name, part in self.parts:
-                out.extend(self._guarded(name, lambda part=part: part(policy)))
-        return out
-
-    def _guarded(self, name: str, call: Callable[[], list[str]]) -> list[str]:
-        try:
-            return call()
-        except Exception as exc:
-            self.log(f"reconciler: {name} pass failed: {exc!r}")
-            return []
-
-    def run(self, stop: threading.Event, interval: float = 5.0) -> None:
-        while not stop.is_set():
+            calls += [(name, lambda part=part: part(policy)) for name, part in self.parts]
+        for name, call in calls:
             try:
-                for line in self.step():
-                    self.log(f"reconciler: {line}")
+                out.extend(f"{name}: {line}" if name != "podgroups" else line for line in call())
             except Exception as exc:
-                self.log(f"reconciler: pass failed: {exc!r}")
-            stop.wait(interval)
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+        return out
 
 
 def _finished(obj: dict) -> bool:

@@ -26,16 +26,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol
 
-from ..policy.vocab import Action
-from .concern import Concern, rule
-
 if TYPE_CHECKING:  # types only: the engine runs on cached policy records too (policy.cache)
     from ..policy.models import NodeLabelRequirement, PoolSpec, TopologyLevel
-
-VIEW_STALE = rule("cluster.view-stale", Action.deny,
-                  "the live cluster view is older than the server's --cluster-max-age: the decision was made "
-                  "without it (warn: admit with a warning)")
-CONCERN = Concern("cluster", rules=(VIEW_STALE,))
 
 
 class Presence(StrEnum):

@@ -1,51 +1,31 @@
-"""How a concern declares itself: its rule ids with default actions, its mutation, its validation.
+"""How a concern declares itself: its rules, its mutation and validation, what it reads, what it follows.
 
-Each module under ``concerns/`` (and the few engine modules that report rules of their own) declares
-its rules with ``rule(...)`` next to the code that reports them, and the registry collects them.
-That one declaration is what the engine, the policy loader (which overrides are valid), ``check
---explain`` (where a rule is defined) and the generated policy reference read, so they cannot drift.
+A concern (gang, placement, …) is the unit the registry orders. Besides its rules (``rule.py``) it
+declares:
+
+- ``reads``: what it reads of the object (``reads.Reads``); the engine runs it on the object cut down to
+  what the concerns declare, so nothing else can change its answer. ``None``: it reads the whole object
+  (the custom CEL rules) and runs on the object as received or as it will be stored.
+- ``after``: concerns whose writes its mutation reads (the preflight describes the container the others
+  configured) or whose list it appends to; the registry runs mutations in an order that respects them,
+  and any order that does gives the same decision (``tests/test_concern_order.py``).
+
+Concerns never pass state to each other: what several of them must agree on is in the ``Plan``, computed
+before any mutation.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..policy.vocab import Action
+from .reads import Reads
+from .rule import RuleId
 
 if TYPE_CHECKING:
     from .context import Context
     from .workloads import Workload
-
-_PACKAGE_PARENT = Path(__file__).resolve().parent.parent.parent
-
-
-@dataclass(frozen=True)
-class RuleId:
-    """One rule: its id, what it does by default, one line on when it fires, and where it is declared."""
-
-    id: str
-    default: Action
-    summary: str
-    origin: str = ""  # "<package folder>/engine/concerns/topology.py:14", for --explain
-
-    def __str__(self) -> str:
-        return self.id
-
-
-def rule(rule_id: str, default: Action, summary: str) -> RuleId:
-    """Declare a rule where it is reported; the declaration's file and line become its origin."""
-    frame = sys._getframe(1)
-    path = Path(frame.f_code.co_filename).resolve()
-    try:
-        shown = path.relative_to(_PACKAGE_PARENT).as_posix()
-    except ValueError:  # pragma: no cover - a module outside the package
-        shown = path.name
-    return RuleId(rule_id, default, summary, f"{shown}:{frame.f_lineno}")
-
 
 Mutation = Callable[["Context"], None]
 Validation = Callable[["Context", "Workload"], None]
@@ -53,9 +33,11 @@ Validation = Callable[["Context", "Workload"], None]
 
 @dataclass(frozen=True)
 class Concern:
-    """A family of injections and checks (gang, placement, …); the unit the registry orders."""
+    """A family of injections and checks; the unit the registry orders."""
 
     name: str
     rules: tuple[RuleId, ...] = ()
     mutate: Mutation | None = None
     validate: Validation | None = None
+    reads: Reads | None = None  # None: the whole object (safe for a rule; a mutation must declare)
+    after: tuple[str, ...] = ()

@@ -1,29 +1,26 @@
 """The per-request working state shared by mutations and rules.
 
-One Context per decision: the policy generation, the cluster view, the request, the resolved
-intent, the patcher holding the working copy, and the lists that become the Decision. Mutations and
-rules are plain functions of a Context, which keeps each of them small and testable on its own.
+One Context per decision: the policy generation, the cluster view, the request, the resolved intent
+and the plan (both fixed before any mutation runs), the patcher holding the working copy, and the lists
+that become the Decision. Mutations and rules are plain functions of a Context, which keeps each of them
+small and testable on its own; they read the plan, never each other's state.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
 
 from ..policy import PolicySet
-from ..policy.vocab import Action, Enforceable
+from ..policy.vocab import Action
 from .clusterview import ClusterView
-from .concern import Concern, RuleId, rule
+from .concerns.intent import Resolved
 from .decision import Injection, Source, Violation
-from .intent import Resolved
 from .patch import Patcher
-from .paths import Path, field_path
+from .paths import Path
+from .plan import Plan
 from .request import Request
+from .rule import RuleId
 from .workloads import ContainerRef, PodTemplate, Workload, resource_count
-
-ENFORCED_CONFLICT = rule("enforced.conflict", Action.deny,
-                         "a user value differs from one the platform enforces (Platform.spec.enforce)")
-CONCERN = Concern("enforced", rules=(ENFORCED_CONFLICT,))
 
 
 @dataclass(eq=False)
@@ -31,16 +28,15 @@ class Context:
     policy: PolicySet
     cluster: ClusterView
     request: Request
-    workload: Workload  # view of the object as received
+    workload: Workload  # view of the object as received (cut down to what the concerns read)
     patcher: Patcher
     namespace: str
     resolved: Resolved = field(default_factory=Resolved)
+    plan: Plan = field(default_factory=Plan)
     violations: list[Violation] = field(default_factory=list)
     injections: list[Injection] = field(default_factory=list)  # what this decision changed, and why
     companions: list[dict] = field(default_factory=list)  # objects the reconciler creates (PodGroups)
-    concerns: dict[str, None] = field(default_factory=dict)  # concerns applied (injected or already met), in order
-    gang_backend: str | None = None  # set by the gang concern when the workload gets (or has) our gang
-    foreign_gang: str | None = None  # another gang mechanism the object carries (then it gets none of ours)
+    concerns: dict[str, None] = field(default_factory=dict)  # concerns applied (injected or already met)
     unverified: list[str] = field(default_factory=list)  # objects named that no cluster view could look up
     _gpu_containers: dict[Path, list[ContainerRef]] = field(default_factory=dict, repr=False)
 
@@ -50,16 +46,6 @@ class Context:
         if action is Action.off:
             return
         self.violations.append(Violation(rule.id, action, path, message, hint))
-
-    def enforced(self, item: Enforceable) -> bool:
-        return item in self.policy.enforced
-
-    def conflict(self, item: Enforceable, path: Path, user_value: object, policy_value: object) -> None:
-        """A user value differs from the policy's: a denial if enforced, otherwise the user wins."""
-        if self.enforced(item):
-            self.report(ENFORCED_CONFLICT, field_path(path),
-                        f"the platform enforces {item.value}; this object sets {user_value!r}",
-                        f"remove it or set {policy_value!r}")
 
     # ---- injections --------------------------------------------------------------------------
     def inject(self, path: Path, value: object, concern: str, source: Source) -> bool:
@@ -98,19 +84,14 @@ class Context:
     def current(self) -> Workload:
         return Workload(self.patcher.doc, self.workload.adapter)
 
-    @cached_property
-    def pool_templates(self) -> list[PodTemplate]:
-        """The templates that get the pool's placement, RDMA, NCCL and storage: the ones whose Pods
-        use GPUs (a launcher, a Ray head or an initializer does not), or every template when the
-        workload uses no GPU but names a pool explicitly. Read after intent is resolved."""
-        r = self.resolved
-        if r.gpu_templates:
-            return [t for t, _ in r.gpu_templates]
-        return list(self.workload.templates) if r.pool is not None and r.pool_explicit else []
+    @property
+    def pool_templates(self) -> tuple[PodTemplate, ...]:
+        """The templates that get the pool's configuration (the plan's), as received."""
+        return self.plan.pool_templates
 
     def pool_templates_in(self, view: Workload) -> list[PodTemplate]:
         """``pool_templates`` as they are in ``view`` (the object as it will be stored, for validation)."""
-        placed = {t.root for t in self.pool_templates}
+        placed = {t.root for t in self.plan.pool_templates}
         return [t for t in view.templates if t.root in placed]
 
     def gpu_containers(self, template: PodTemplate) -> list[ContainerRef]:

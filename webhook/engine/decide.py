@@ -1,12 +1,17 @@
 """The decision: (request, policy set, cluster view) -> Decision. Pure: no I/O, no clock, no globals.
 
-- CREATE (``/mutate`` and `trainadmit check`): match, resolve intent, run every concern's mutation
-  through one Patcher, record provenance, then validate the mutated object. CI and the cluster call
-  the same function, so they give the same answer.
-- CREATE on ``/validate``: the same mutations run on a scratch copy of the object as received;
-  whatever they would still inject is missing (``final_state``); the rules see the received object.
-- UPDATE: never mutated; a ``parallelism`` scale-up is checked against quota, and custom rules that
-  ask for UPDATE run. DELETE and CONNECT pass.
+Every caller gets its decision from ``decide``: the server (through a cache that remembers its first stage,
+keyed by exactly what that stage reads), `trainadmit check`, `policy test`. It runs in two stages:
+
+1. ``decide_declared``: the concerns that declare what they read (every built-in one) decide on the object
+   cut down to that (``project``), so this stage is a function of the projection and of nothing else:
+   - CREATE (``/mutate`` and `check`): match, resolve intent, plan, run every concern's mutation through
+     one Patcher, record provenance, then validate the mutated object.
+   - CREATE on ``/validate``: the same mutations run on a scratch copy of the object as received; whatever
+     they would still inject is missing (``final_state``); the rules see the received object.
+   - UPDATE: never mutated; a ``parallelism`` scale-up is checked against quota. DELETE and CONNECT pass.
+2. The rules on the whole object (custom CEL rules, which read whatever their expressions name) run on the
+   object as it will be stored: the received object with the patch applied on ``/mutate``.
 """
 
 from __future__ import annotations
@@ -14,17 +19,18 @@ from __future__ import annotations
 from typing import Any
 
 from ..policy import PolicySet
-from . import final_state
-from .clusterview import VIEW_STALE, ClusterView, NoCluster
-from .concerns import custom, quota
+from .clusterview import ClusterView, NoCluster
+from .concerns import final_state, freshness, quota
+from .concerns.intent import Resolved, gpu_resources_of, has_intent, resolve
+from .concerns.shape import MALFORMED, shape_problems
 from .context import Context
-from .decision import Decision
-from .intent import Resolved, gpu_resources_of, has_intent, resolve
-from .patch import Patcher
-from .registry import INJECTING, MUTATIONS, VALIDATIONS
+from .decision import Decision, Violation
+from .patch import Patcher, replay
+from .plan import make_plan
+from .reads import projection
+from .registry import INJECTING, MUTATIONS, READS, VALIDATIONS, WHOLE_OBJECT_VALIDATIONS
 from .request import Request
-from .shape import MALFORMED, shape_problems
-from .workloads import HANDLED_KINDS, Workload, adapter_for, workload_of
+from .workloads import HANDLED_KINDS, Aliased, Skeleton, Workload, adapter_for, capable, workload_of
 
 
 def exempt_user(policy: PolicySet, user: dict | None) -> str:
@@ -72,24 +78,51 @@ def match(policy: PolicySet, obj: Any, namespace: str | None, user: dict | None 
     return workload, ""
 
 
+def project(policy: PolicySet, obj: Any) -> Any:
+    """``obj`` cut down to what the concerns declare they read (``registry.READS``); anything that is not an
+    object of a handled kind as it is. The first stage of a decision is a function of this."""
+    adapter = adapter_for(obj.get("apiVersion"), obj.get("kind")) if isinstance(obj, dict) else None
+    if adapter is None:
+        return obj
+    return projection(READS, policy.platform.intentPrefix).project(obj, adapter.template_roots(obj))
+
+
 def decide(policy: PolicySet, request: Request, cluster: ClusterView | None = None) -> Decision:
-    return _decide(policy, request, cluster, VALIDATIONS)
+    """The decision for ``request``: what every caller answers."""
+    decision = decide_declared(policy, request, cluster)
+    if decision.whole_object_rules:
+        stored = request.obj
+        if request.operation == "CREATE" and request.phase != "validate":
+            stored = decision.mutated = replay(request.obj, decision.patch)
+        decision.violations.extend(whole_object_violations(policy, request, stored))
+    return decision
 
 
-def decide_builtin(policy: PolicySet, request: Request, cluster: ClusterView | None = None) -> Decision:
-    """The decision without the custom CEL rules (``memo`` remembers this part; CEL reads any field)."""
-    return _decide(policy, request, cluster, BUILTIN_VALIDATIONS)
+def whole_object_violations(policy: PolicySet, request: Request, stored: dict) -> list[Violation]:
+    """The rules that read the whole object (``Concern.reads`` None: custom CEL rules), on ``stored``: the
+    object as it will be stored."""
+    if not WHOLE_OBJECT_VALIDATIONS:
+        return []
+    workload = workload_of(stored)
+    if workload is None:  # pragma: no cover - the first stage matched this object's kind
+        return []
+    ctx = Context(policy, NoCluster(), request, workload, Patcher(stored),
+                  namespace=request.effective_namespace or "default")
+    for concern in WHOLE_OBJECT_VALIDATIONS:
+        concern.validate(ctx, workload)  # type: ignore[misc]
+    return ctx.violations
 
 
-BUILTIN_VALIDATIONS = tuple(c for c in VALIDATIONS if c is not custom.CONCERN)
-
-
-def _decide(policy: PolicySet, request: Request, cluster: ClusterView | None, validations: tuple) -> Decision:
-    obj, namespace = request.obj, request.effective_namespace
+def decide_declared(policy: PolicySet, request: Request, cluster: ClusterView | None = None) -> Decision:
+    """The decision of every concern that declares what it reads, on the object cut down to that.
+    ``whole_object_rules`` says whether the rules on the whole object apply to it too; ``mutated`` is not
+    set (it is the received object with ``patch`` applied)."""
+    obj, namespace = project(policy, request.obj), request.effective_namespace
     workload, reason = match(policy, obj, namespace, request.user)
     if workload is None:
         return Decision(matched=False, reason=reason, generation=policy.generation)
-    patcher = Patcher(obj, workload.adapter.aliases(obj))
+    adapter = workload.adapter
+    patcher = Patcher(obj, adapter.aliases(obj) if capable(adapter, Aliased) else None)
     ctx = Context(policy, cluster or NoCluster(), request, workload, patcher, namespace=namespace or "default")
     problems = shape_problems(workload)
     if problems:
@@ -97,36 +130,32 @@ def _decide(policy: PolicySet, request: Request, cluster: ClusterView | None, va
             ctx.report(MALFORMED, path, message, "fix the field's type")
         return Decision(matched=True, generation=policy.generation, reason="malformed object",
                         violations=ctx.violations)
-    uses_view = request.operation == "CREATE" or (request.operation == "UPDATE" and request.phase == "validate")
-    stale = ctx.cluster.stale() if uses_view else None
-    if stale is not None:  # old data must not size quotas or domains: decide without it, as the policy says
-        ctx.report(VIEW_STALE, "metadata", f"{stale}; decided without the cluster view",
-                   "retry once the server's cluster view has caught up (its /readyz says when)")
-        ctx.cluster = NoCluster()
+    if request.operation == "CREATE" or (request.operation == "UPDATE" and request.phase == "validate"):
+        freshness.use_fresh_view(ctx)
     if request.operation != "CREATE":
         return _non_create(ctx)
     ctx.resolved = resolve(workload, policy, gpu_resources_of(workload, policy), ctx.report)
     if ctx.resolved.no_pool and policy.platform.noPool == "ignore":
         return Decision(matched=False, generation=policy.generation,
                         reason=f"no pool fits this GPU workload ({ctx.resolved.no_pool}); Platform.spec.noPool: ignore")
-    skeleton = workload.adapter.skeleton(obj)
+    ctx.plan = make_plan(workload, ctx.resolved, policy)
+    skeleton = adapter.skeleton(obj) if capable(adapter, Skeleton) else None
     if skeleton is not None:  # the kind's writable template needs its parents first (a TrainJob's runtime patch)
         patcher.extend(*skeleton[:1], [skeleton[1]])
     for concern in MUTATIONS:
         concern.mutate(ctx)  # type: ignore[misc]
     final_state.record_provenance(ctx, INJECTING)
-    decision = Decision(matched=True, generation=policy.generation, summary=_summary(ctx))
+    decision = Decision(matched=True, generation=policy.generation, summary=_summary(ctx), whole_object_rules=True)
     if request.phase == "validate":
         final_state.check(ctx, INJECTING)
         view = workload
     else:
         decision.patch = ctx.patcher.ops
-        decision.mutated = ctx.patcher.doc
         decision.injections = ctx.injections
         decision.companions = ctx.companions
-        view = Workload(ctx.patcher.doc, workload.adapter)
-    for concern in validations:
-        concern.validate(ctx, view)
+        view = Workload(ctx.patcher.doc, adapter)
+    for concern in VALIDATIONS:
+        concern.validate(ctx, view)  # type: ignore[misc]
     decision.violations = ctx.violations
     decision.unverified = ctx.unverified
     return decision
@@ -140,7 +169,7 @@ def _non_create(ctx: Context) -> Decision:
                         reason=f"{request.operation}: trainadmit mutates on CREATE only")
     if request.operation != "UPDATE" or request.phase != "validate" or not isinstance(request.old, dict):
         return decision
-    old = Workload(request.old, workload.adapter)
+    old = Workload(project(policy, request.old), workload.adapter)
     ignore = lambda *a, **k: None  # noqa: E731 - intent problems were reported when the object was created
     ctx.resolved = resolve(workload, policy, gpu_resources_of(workload, policy), ignore)
     # the stored object is well-formed in a cluster; a malformed one (a captured or fuzzed review)
@@ -148,19 +177,21 @@ def _non_create(ctx: Context) -> Decision:
     before = Resolved(pods=0) if shape_problems(old) else resolve(old, policy, gpu_resources_of(old, policy), ignore)
     added = ctx.resolved.total_gpus - before.total_gpus
     if added > 0:
+        ctx.plan = make_plan(workload, ctx.resolved, policy)
         quota.check(ctx, workload, extra_gpus=added)
         decision.reason = f"UPDATE: {before.pods} -> {ctx.resolved.pods} pods checked against quota"
-    custom.validate(ctx, workload)
     decision.violations = ctx.violations
+    decision.whole_object_rules = True
     return decision
 
 
 def _summary(ctx: Context) -> dict:
-    r = ctx.resolved
+    r, plan = ctx.resolved, ctx.plan
     return {
         "kind": ctx.workload.kind, "name": ctx.workload.display_name, "namespace": ctx.namespace,
         "pool": r.pool_name, "gpuResource": r.gpu_resource, "gpusPerPod": r.gpus_per_pod, "pods": r.pods,
-        "gang": ctx.gang_backend or "none", "topology": r.level_name if r.pods > 1 else None,
+        "scale": plan.scale.as_dict(),
+        "gang": plan.gang.backend or "none", "topology": r.level_name if r.pods > 1 else None,
         "priority": r.tier[0] if r.tier else None,
         "datasets": [n for n, _ in r.datasets], "checkpoint": r.checkpoint[0] if r.checkpoint else None,
     }

@@ -83,6 +83,8 @@ class Decision:
     patch_json: str | None = None  # the patch already serialized (a remembered decision): wins over ``patch``
     # objects the decision names that could not be looked up (no cluster view): they may not exist
     unverified: list[str] = field(default_factory=list)
+    # the rules on the whole object (custom CEL) apply: the object was decided, not left alone or malformed
+    whole_object_rules: bool = False
 
     @property
     def denials(self) -> list[Violation]:

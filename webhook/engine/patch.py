@@ -23,7 +23,8 @@ def _build(rest: Path, value: Any) -> Any:
 
 
 class Patcher:
-    def __init__(self, obj: dict, aliases: list[tuple[Path, Path]] | None = None):
+    def __init__(self, obj: dict, aliases: list[tuple[Path, Path]] | None = None, record: bool = True):
+        self.record = record  # False: only apply (a patch replayed onto another document records nothing)
         self.doc: dict = dict(obj)
         self._owned: set[int] = {id(self.doc)}
         # path -> the container we own at that path; saves walking from the root on every write
@@ -71,7 +72,8 @@ class Patcher:
         return child
 
     def _record(self, op: str, path: Path, value: Any) -> None:
-        self.ops.append({"op": op, "path": pointer(path), "value": value})
+        if self.record:
+            self.ops.append({"op": op, "path": pointer(path), "value": value})
 
     def set(self, path: Path, value: Any) -> bool:
         """Make ``path`` hold ``value``, creating missing maps. Returns True when something changed."""
@@ -153,7 +155,8 @@ class Patcher:
             self.set(list_path, [value])
             return
         parent = self._walk_owned(list_path)
-        self.ops.append({"op": "add", "path": pointer(list_path) + "/-", "value": value})
+        if self.record:
+            self.ops.append({"op": "add", "path": pointer(list_path) + "/-", "value": value})
         parent.append(_deep_owned(value, self._owned))
 
     def _walk_owned(self, path: Path) -> Any:
@@ -182,3 +185,37 @@ def _deep_owned(value: Any, owned: set[int]) -> Any:
         return value
     owned.add(id(out))
     return out
+
+
+class UndeclaredWrite(RuntimeError):
+    """A patch operation adds a member the object already has: the mutation that made it wrote a field its
+    concern does not declare reading (``Concern.reads``), so it could not see what was there."""
+
+
+def replay(obj: dict, ops: list[dict]) -> dict:
+    """``obj`` with ``ops`` applied (operations the engine produced on the object cut down to what the
+    concerns read: add and replace on maps, append to lists), copy-on-write like a Patcher's document.
+
+    An ``add`` of a member the object already holds means a concern wrote where it did not declare reading,
+    and the patch would replace what it could not see: that is refused (``UndeclaredWrite``), never applied."""
+    patcher = Patcher(obj, record=False)
+    for op in ops:
+        path = op["path"]
+        tokens = [t.replace("~1", "/").replace("~0", "~") for t in path.split("/")[1:]]
+        append = bool(tokens) and tokens[-1] == "-"
+        if append:
+            tokens.pop()
+        parts: list[str | int] = []
+        cur: Any = patcher.doc
+        for token in tokens:  # list indices are numbers in a path, keys otherwise
+            part: str | int = int(token) if type(cur) is list else token
+            parts.append(part)
+            cur = cur[part] if type(cur) is list else (cur.get(part) if type(cur) is dict else None)
+        if append:
+            patcher.append(tuple(parts), op["value"])
+            continue
+        if op["op"] == "add" and cur is not None:
+            raise UndeclaredWrite(f"the patch adds {path}, which the object already has: the concern that wrote it "
+                                  "must declare reading it (Concern.reads)")
+        patcher.set(tuple(parts), op["value"])
+    return patcher.doc

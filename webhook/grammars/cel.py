@@ -197,7 +197,7 @@ def object_reads(sources: list[str]) -> tuple[tuple[tuple[str, ...], ...], tuple
     object (or oldObject) some other way.
 
     A rule can only look at what its expressions name, so these subtrees bound what its result depends
-    on (``engine.memo`` keys remembered results by them) and what its comprehensions can iterate (the
+    on (``server.decisions`` keys remembered results by them) and what its comprehensions can iterate (the
     cost bound measures them, not the whole object)."""
     paths: set[tuple[str, ...]] = set()
     request_fields: set[str] = set()

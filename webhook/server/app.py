@@ -1,59 +1,31 @@
 """The admission web app: POST /mutate and /validate, /healthz, /readyz, /metrics.
 
-A Flask app (``create_app``) that ``gunicorn.serve`` runs over TLS. Every response is computed from
-exactly one policy generation (the reference is read once per request).
+A Flask app (``create_app``) that ``gunicorn_app.serve`` runs over TLS in each worker. The routes read the
+body and write what ``handler.answer_review`` returns; each answer comes from exactly one policy generation
+(the store's decision cache is read once per request). The benchmarks' floors are not part of it unless the settings
+ask for them (``floors``).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
-import traceback
-from dataclasses import dataclass, field
 
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
 from ..cluster.snapshot import SnapshotCluster
-from ..engine import Request, decide
 from ..engine.clusterview import ClusterView, NoCluster
 from . import metrics
-from .admission import BadReview, decision_response, parse_review, response
-from .cost import Busy, MemoryBudget, TooCostly, estimate
-from .limits import ReadLimits
-from .runtime import CertStore, PolicyStore, emit
+from .controller_status import ControllerStatus
+from .cost import MemoryBudget
+from .handler import Answer, answer_review
+from .logs import emit, write
+from .runtime import CertStore, PolicyStore
+from .settings import AppSettings, ServerSettings
 
 JSON = "application/json"
-
-
-@dataclass
-class ServerConfig:
-    policy_dir: str = "policies"
-    cert_file: str | None = None
-    key_file: str | None = None
-    cluster_files: list[str] = field(default_factory=list)
-    reload_interval: float = 2.0
-    # no-op admission endpoints, the stack's own floors for benchmarks: /noop answers allowed; /noop-patch
-    # answers with the patch trainadmit gave the first object of that kind, without deciding
-    enable_noop: bool = False
-    cluster_live: bool = False  # watch Nodes, ResourceQuotas and referenced kinds through the Kubernetes API
-    cluster_max_age: float = 180.0  # a live view older than this is stale: /readyz fails, decisions ignore it
-
-    @classmethod
-    def from_env(cls) -> ServerConfig:
-        env = os.environ
-        return cls(
-            policy_dir=env.get("TRAINADMIT_POLICY_DIR", "policies"),
-            cert_file=env.get("TRAINADMIT_TLS_CERT"), key_file=env.get("TRAINADMIT_TLS_KEY"),
-            cluster_files=[f for f in env.get("TRAINADMIT_CLUSTER_SNAPSHOT", "").split(",") if f],
-            reload_interval=float(env.get("TRAINADMIT_RELOAD_INTERVAL", "2")),
-            enable_noop=env.get("TRAINADMIT_ENABLE_NOOP") == "1",
-            cluster_live=env.get("TRAINADMIT_CLUSTER_LIVE") == "1",
-            cluster_max_age=float(env.get("TRAINADMIT_CLUSTER_MAX_AGE", "180")),
-        )
-
 
 _CERT_STORES: dict[tuple[str, str], CertStore] = {}
 _CERT_LOCK = threading.Lock()
@@ -88,17 +60,27 @@ def _json(body: dict, status: int = 200) -> Response:
     return Response(json.dumps(body, separators=(",", ":")), status=status, mimetype=JSON)
 
 
-def create_app(config: ServerConfig | None = None) -> Flask:
-    config = config or ServerConfig.from_env()
-    app = Flask("trainadmit")
-    limits = ReadLimits.from_env()  # the same limits the server's worker enforces before the app sees a request
-    app.config["MAX_CONTENT_LENGTH"] = limits.largest_body
-    memory = MemoryBudget(limits.decide_memory_bytes, limits.wait_timeout)
-    policies = PolicyStore(config.policy_dir)
-    policies.poll()
-    cluster: ClusterView = SnapshotCluster.from_files(config.cluster_files) if config.cluster_files else NoCluster()
-    live = None
-    if config.cluster_live:
+def send(answer: Answer) -> Response:
+    """Write an answer: count it, log its records, return its response."""
+    if answer.outcome is None:
+        metrics.BAD_REQUESTS.labels(answer.webhook, str(answer.status)).inc()
+    else:
+        labels = (answer.webhook, metrics.kind_label(answer.kind), metrics.operation_label(answer.operation),
+                  answer.outcome)
+        metrics.REQUESTS.labels(*labels).inc()
+        metrics.LATENCY.labels(*labels).observe(answer.elapsed)
+        for rule in answer.denied:
+            metrics.DENIALS.labels(rule).inc()
+        for rule in answer.warned:
+            metrics.WARNINGS.labels(rule).inc()
+    for entry in answer.records:
+        write(entry)
+    return _json(answer.body, answer.status)
+
+
+def _cluster_view(settings: AppSettings):
+    """The cluster view decisions use, and the live view when there is one (for /readyz and /metrics)."""
+    if settings.cluster_live:
         from kubernetes import client
 
         from ..cluster.kube import load_config
@@ -106,100 +88,43 @@ def create_app(config: ServerConfig | None = None) -> Flask:
 
         load_config()
         live = LiveCluster(client.CoreV1Api(), log=lambda message: emit("cluster_view", message=message),
-                           max_age=config.cluster_max_age, watch_timeout=live_watch_timeout(config.cluster_max_age))
+                           max_age=settings.cluster_max_age, watch_timeout=live_watch_timeout(settings.cluster_max_age))
         live.start(threading.Event())
-        cluster = live
-    certs = cert_store(config.cert_file, config.key_file) if config.cert_file and config.key_file else None
+        return live, live
+    cluster: ClusterView = SnapshotCluster.from_files(list(settings.cluster_files)) if settings.cluster_files \
+        else NoCluster()
+    return cluster, None
 
-    def reload_loop() -> None:
-        while True:
-            time.sleep(config.reload_interval)
-            try:
-                policies.poll()
-            except Exception as exc:
-                emit("policy_reload_error", error=repr(exc))
 
-    threading.Thread(target=reload_loop, name="policy-reload", daemon=True).start()
-    app.extensions["trainadmit"] = {"policies": policies, "certs": certs, "config": config}
+def _reload_loop(policies: PolicyStore, interval: float) -> None:
+    while True:
+        time.sleep(interval)
+        try:
+            policies.poll()
+        except Exception as exc:
+            emit("policy_reload_error", error=repr(exc))
 
-    replayed: dict[str, list | None] = {}  # /noop-patch: the patch of the first object of each kind
 
-    def refuse(webhook: str, status: int, message: str) -> Response:
-        metrics.BAD_REQUESTS.labels(webhook, str(status)).inc()
-        emit("bad_request", webhook=webhook, code=status, error=message)
-        return _json({"error": message}, status)
+def create_app(settings: ServerSettings | None = None, controllers: ControllerStatus | None = None) -> Flask:
+    """The app of one worker process. ``controllers``: what the main process's controllers report (their
+    problems make /readyz fail)."""
+    settings = settings or ServerSettings()
+    config, limits = settings.app, settings.limits
+    app = Flask("trainadmit")
+    app.config["MAX_CONTENT_LENGTH"] = limits.largest_body
+    memory = MemoryBudget(limits.decide_memory_bytes, limits.wait_timeout)
+    policies = PolicyStore(config.policy_dir)
+    policies.poll()
+    cluster, live = _cluster_view(config)
+    tls = settings.tls
+    certs = cert_store(tls.cert_file, tls.key_file) if tls.cert_file and tls.key_file else None
+    threading.Thread(target=_reload_loop, args=(policies, config.reload_interval), name="policy-reload",
+                     daemon=True).start()
+    app.extensions["trainadmit"] = {"policies": policies, "certs": certs, "settings": settings}
 
     def admit(webhook: str) -> Response:
-        started = time.perf_counter()
-        body = request.get_data(cache=False)
-        limit = limits.body_limit(request.path)
-        if len(body) > limit:
-            return refuse(webhook, 413, f"request body is {len(body)} bytes; the limit is {limit}")
-        try:
-            with memory.hold(estimate(body)):  # parsed and decided within this process's memory budget
-                return answer(webhook, body, started)
-        except TooCostly as exc:
-            return refuse(webhook, 413, str(exc))
-        except Busy as exc:
-            return refuse(webhook, 503, str(exc))
-
-    def answer(webhook: str, body: bytes, started: float) -> Response:
-        try:
-            review = parse_review(body)
-        except BadReview as exc:
-            return refuse(webhook, exc.status, exc.message)
-        memo = policies.memo  # one generation for this whole response
-        policy = memo.policy if memo is not None else None
-        kind = str(review.kind.get("kind") or "")
-        decision = None
-        rules: list[str] = []
-        if policy is None:
-            result = response(review.uid, False, code=503, reason="ServiceUnavailable",
-                              message="trainadmit has no policy loaded; refusing to admit without policy")
-        elif review.problem:
-            result = response(review.uid, False, code=400, reason="BadRequest", message=review.problem)
-        elif webhook == "noop" or review.sub_resource or review.operation in ("DELETE", "CONNECT"):
-            result = response(review.uid, True)
-        elif webhook == "noop-patch":  # the floor of a mutating webhook: no decision, the first patch replayed
-            if kind not in replayed:
-                replayed[kind] = decide(policy, Request(review.obj, namespace=review.namespace)).patch or None
-            result = response(review.uid, True, patch=replayed[kind])
-        else:
-            req = Request(review.obj, operation=review.operation, old=review.old, namespace=review.namespace,
-                          user=review.user, dry_run=review.dry_run, phase=webhook)
-            try:
-                # a large object is decided from scratch: keying it would double its cost, for a shape that
-                # rarely repeats (memo is not None here: it holds the policy)
-                decision = decide(policy, req, cluster) if limits.is_large(len(body)) else \
-                    memo.decide(req, cluster)  # type: ignore[union-attr]
-            except Exception as exc:
-                frame = traceback.extract_tb(exc.__traceback__)[-1]
-                emit("engine_error", uid=review.uid, webhook=webhook, error=repr(exc),
-                     at=f"{frame.filename.rsplit('/', 2)[-1]}:{frame.lineno}")
-                result = response(review.uid, False, code=500, reason="InternalError",
-                                  message=f"trainadmit could not evaluate this object ({type(exc).__name__}: {exc}); "
-                                          "please report it with the object")
-            else:
-                result = decision_response(review.uid, decision, with_patch=webhook == "mutate")
-                rules = [v.rule for v in decision.violations]
-                for v in decision.denials:
-                    metrics.DENIALS.labels(v.rule).inc()
-                for v in decision.warnings:
-                    metrics.WARNINGS.labels(v.rule).inc()
-        allowed = result["response"]["allowed"]
-        outcome = "denied" if not allowed else ("patched" if result["response"].get("patch") else "allowed")
-        elapsed = time.perf_counter() - started
-        labels = (webhook, metrics.kind_label(kind), metrics.operation_label(review.operation), outcome)
-        metrics.REQUESTS.labels(*labels).inc()
-        metrics.LATENCY.labels(*labels).observe(elapsed)
-        if not webhook.startswith("noop"):
-            obj_meta = review.obj.get("metadata") if isinstance(review.obj, dict) else None
-            name = review.name or (obj_meta.get("generateName") if isinstance(obj_meta, dict) else None)
-            emit("decision", uid=review.uid, webhook=webhook, kind=kind, operation=review.operation,
-                 namespace=review.namespace, name=name, dry_run=review.dry_run, allowed=allowed, result=outcome,
-                 rules=rules, generation=policy.generation if policy else None,
-                 latency_ms=round(elapsed * 1000, 3))
-        return _json(result)
+        return send(answer_review(webhook, request.get_data(cache=False), decisions=policies.decisions, cluster=cluster,
+                                  limits=limits, memory=memory))
 
     @app.post("/mutate")
     def mutate() -> Response:
@@ -210,13 +135,9 @@ def create_app(config: ServerConfig | None = None) -> Flask:
         return admit("validate")
 
     if config.enable_noop:
-        @app.post("/noop")
-        def noop() -> Response:
-            return admit("noop")
+        from . import floors
 
-        @app.post("/noop-patch")
-        def noop_patch() -> Response:
-            return admit("noop-patch")
+        floors.install(app, policies, limits, memory, send)
 
     @app.get("/healthz")
     def healthz() -> Response:
@@ -230,6 +151,8 @@ def create_app(config: ServerConfig | None = None) -> Flask:
         if certs is not None and not certs.valid():
             problems.append("serving certificate missing, unreadable or expired")
         problems.extend(cluster_view_problems(live))
+        if controllers is not None:
+            problems.extend(controllers.problems())
         if problems:
             return _json({"status": "not ready", "problems": problems}, 503)
         body = {"status": "ready", "generation": policies.current.generation}  # type: ignore[union-attr]

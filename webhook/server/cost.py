@@ -3,7 +3,7 @@
 Why bytes are not enough: a review costs a multiple of its size that depends on its shape, measured from
 20x (long lists of short strings) and 35x (env vars) to 75x (lists of empty objects) and 116x (nested
 lists), because every JSON value becomes a Python object and, for the custom rules, a CEL value too. A
-few large reviews of a dense shape could take a worker past the container's limit (issue 11, row 3). The
+few large reviews of a dense shape could take a worker past the container's limit. The
 estimate below is a linear bound fitted over those shapes (it over-estimates the common ones 1.5-4x and
 under-estimates none of them): counting brackets, commas and colons is a few C-speed scans of the body.
 """

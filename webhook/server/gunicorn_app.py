@@ -4,21 +4,42 @@ The kube-apiserver keeps its connections to a webhook open, so keep-alive matter
 for the stack's floor; threads keep a slow computation from holding up others, and the worker class
 (``worker.DeadlineThreadWorker``) reads every request under a deadline before a thread sees it, so slow
 clients cannot hold the threads either.
+
+gunicorn's configuration is derived from the settings tree here and nowhere else; the workers are forked
+from this process and find the same settings object on their ``Application`` (``app.settings``).
 """
 
 from __future__ import annotations
 
 import os
+import socket
+import sys
+from typing import Any
 
-from .app import ServerConfig, cert_store, create_app
-from .limits import MAX_REQUESTS, MAX_REQUESTS_JITTER
+from gunicorn.app.base import BaseApplication
+from gunicorn.arbiter import Arbiter
+from gunicorn.glogging import Logger
+
+from .app import cert_store, create_app
+from .controller_status import ControllerStatus
+from .logs import JsonFormatter, emit
+from .settings import ServerSettings
 
 WORKER_CLASSES = {
     "deadline": "trainadmit.server.worker.DeadlineThreadWorker",
-    # gunicorn's own threaded worker: no read deadlines, no body budget (the issue 11 baseline, for benchmarks
-    # and as an escape hatch should a gunicorn upgrade break the subclass)
+    # gunicorn's own threaded worker: no read deadlines, no body budget (the baseline of the hardening
+    # benchmarks, and an escape hatch should a gunicorn upgrade break the subclass)
     "gthread": "gthread",
 }
+
+
+class JsonLogger(Logger):
+    """gunicorn's own log lines (worker boots and exits, timeouts, errors) as JSON, like every other line."""
+
+    def setup(self, cfg: Any) -> None:
+        super().setup(cfg)
+        for handler in self.error_log.handlers:
+            handler.setFormatter(JsonFormatter("gunicorn"))
 
 
 def _ssl_context(conf, default_factory):
@@ -26,53 +47,93 @@ def _ssl_context(conf, default_factory):
     return cert_store(conf.certfile, conf.keyfile).context()
 
 
-def serve(config: ServerConfig, bind: str = "0.0.0.0:8443", workers: int = 2, threads: int = 8,
-          timeout: int = 30, graceful_timeout: int = 20, keepalive: int = 75, read_timeout: float | None = None,
-          max_requests: int = MAX_REQUESTS, max_requests_jitter: int = MAX_REQUESTS_JITTER,
-          worker_class: str = "deadline") -> None:
-    """Run gunicorn with TLS in this process (blocks). The apiserver only speaks HTTPS to webhooks.
-
-    Paths are made absolute but not resolved: a Secret or ConfigMap mount swaps its ``..data`` symlink on
-    every update, and a path resolved at start would keep naming the old files (deleted by the kubelet soon
-    after), in this process and in every worker started later.
-    """
-    from gunicorn.app.base import BaseApplication
-
-    # workers build their app from the environment (after fork, so each has its own reload thread)
-    os.environ.update({
-        "TRAINADMIT_POLICY_DIR": os.path.abspath(config.policy_dir),
-        "TRAINADMIT_TLS_CERT": os.path.abspath(config.cert_file),
-        "TRAINADMIT_TLS_KEY": os.path.abspath(config.key_file),
-        "TRAINADMIT_CLUSTER_SNAPSHOT": ",".join(os.path.abspath(f) for f in config.cluster_files),
-        "TRAINADMIT_RELOAD_INTERVAL": str(config.reload_interval),
-        "TRAINADMIT_ENABLE_NOOP": "1" if config.enable_noop else "0",
-        "TRAINADMIT_CLUSTER_LIVE": "1" if config.cluster_live else "0",
-        "TRAINADMIT_CLUSTER_MAX_AGE": str(config.cluster_max_age),
-    })
-    if read_timeout is not None:  # else the environment's, else ReadLimits' default (the workers read ReadLimits)
-        os.environ["TRAINADMIT_READ_TIMEOUT"] = str(read_timeout)
-    options = {
-        "bind": bind, "workers": workers, "worker_class": WORKER_CLASSES[worker_class], "threads": threads,
-        "timeout": timeout, "graceful_timeout": graceful_timeout, "keepalive": keepalive,
-        "certfile": os.environ["TRAINADMIT_TLS_CERT"], "keyfile": os.environ["TRAINADMIT_TLS_KEY"],
-        "ssl_context": _ssl_context, "accesslog": None, "errorlog": "-", "loglevel": "warning",
-        "limit_request_line": 8190, "limit_request_field_size": 16384,
-        "max_requests": max_requests, "max_requests_jitter": max_requests_jitter if max_requests else 0,
-        "child_exit": _child_exit,
-    }
-
-    class Application(BaseApplication):
-        def load_config(self) -> None:
-            for key, value in options.items():
-                self.cfg.set(key, value)
-
-        def load(self):
-            return create_app(ServerConfig.from_env())
-
-    Application().run()
-
-
 def _child_exit(server, worker) -> None:
     from prometheus_client import multiprocess
 
     multiprocess.mark_process_dead(worker.pid)
+
+
+def gunicorn_options(settings: ServerSettings, listener_fd: int) -> dict[str, Any]:
+    """gunicorn's configuration: the processes section, TLS, the JSON log, and the listening socket (bound
+    already, so that a port in use is found before gunicorn starts, which would retry five times and exit 1;
+    gunicorn takes the descriptor over and closes it when it has its own copy)."""
+    processes = settings.processes
+    return {
+        "bind": [f"fd://{listener_fd}"], "workers": processes.workers, "threads": processes.threads,
+        "worker_class": WORKER_CLASSES[processes.worker_class], "timeout": processes.timeout,
+        "graceful_timeout": processes.graceful_timeout, "keepalive": processes.keepalive,
+        "max_requests": processes.max_requests,
+        "max_requests_jitter": processes.max_requests_jitter if processes.max_requests else 0,
+        "certfile": settings.tls.cert_file, "keyfile": settings.tls.key_file, "ssl_context": _ssl_context,
+        "accesslog": None, "errorlog": "-", "loglevel": "warning", "logger_class": JsonLogger,
+        "limit_request_line": 8190, "limit_request_field_size": 16384,
+        # gunicorn 27's control socket ($HOME/.gunicorn/gunicorn.ctl, shared by every server of a user): the
+        # server is managed by signals and Kubernetes, not gunicornc
+        "control_socket_disable": True,
+        "child_exit": _child_exit, "when_ready": _listening(settings),
+    }
+
+
+def _listening(settings: ServerSettings):
+    """gunicorn's ``when_ready``: it listens, its workers are next."""
+    def when_ready(server) -> None:
+        emit("listening", address=f"https://{settings.listen.address}", pid=os.getpid(),
+             workers=settings.processes.workers, threads=settings.processes.threads,
+             worker_class=settings.processes.worker_class)
+    return when_ready
+
+
+class Application(BaseApplication):
+    """The gunicorn application of one server; its workers build their app from ``settings``."""
+
+    def __init__(self, settings: ServerSettings, options: dict[str, Any],
+                 controllers: ControllerStatus | None) -> None:
+        self.settings, self.options, self.controllers = settings, options, controllers
+        super().__init__()
+
+    def load_config(self) -> None:
+        for key, value in self.options.items():
+            self.cfg.set(key, value)
+
+    def load(self):
+        return create_app(self.settings, self.controllers)
+
+
+class _Arbiter(Arbiter):
+    """gunicorn's master, remembering the signal that stopped it (for the shutdown line)."""
+
+    stopped_by: str | None = None
+
+    def handle_term(self) -> None:
+        self.stopped_by = "SIGTERM"
+        super().handle_term()
+
+    def handle_int(self) -> None:
+        self.stopped_by = "SIGINT"
+        super().handle_int()
+
+    def handle_quit(self) -> None:
+        self.stopped_by = "SIGQUIT"
+        super().handle_quit()
+
+
+def serve(settings: ServerSettings, listener: socket.socket, controllers: ControllerStatus | None = None) -> int:
+    """Run gunicorn with TLS in this process until it stops; the master's exit status (its workers leave
+    through here too, with theirs, by SystemExit). The apiserver only speaks HTTPS to webhooks."""
+    master = os.getpid()
+    app = Application(settings, gunicorn_options(settings, listener.detach()), controllers)
+    arbiter = _Arbiter(app)
+    status = 0
+    try:
+        arbiter.run()
+    except SystemExit as exc:
+        status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if os.getpid() != master:
+            raise
+    except RuntimeError as exc:  # gunicorn's configuration refused (BaseApplication.run prints it as text)
+        emit("server_error", error=str(exc))
+        status = 1
+    if os.getpid() == master:
+        emit("shutdown", pid=master, signal=arbiter.stopped_by, exit_status=status)
+    sys.stderr.flush()
+    return status

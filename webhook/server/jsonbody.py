@@ -1,4 +1,4 @@
-"""Parsing an AdmissionReview body so that every malformed input is a 400, never a 500 (issue 11, row 8).
+"""Parsing an AdmissionReview body so that every malformed input is a 400, never a 500.
 
 What Python's ``json`` does with the inputs in question (CPython 3.11):
 

@@ -6,54 +6,65 @@ object re-encoded as JSON (defaults and managedFields added, protobuf-submitted 
 envelope. ``/mutate`` sees CREATE only (one object); ``/validate`` also sees UPDATE, which carries
 ``object`` and ``oldObject``, each up to 3 MiB. Every other path takes no real body.
 
-Every value can be overridden from the environment (``TRAINADMIT_<FIELD>``, e.g. ``TRAINADMIT_READ_TIMEOUT``;
-per-path body limits as ``TRAINADMIT_MAX_BODY_BYTES_MUTATE``): ``trainadmit serve`` passes its options to the
-workers that way, and tests use short deadlines.
+Every value is a server setting (``options.setting``): each can be given in the environment
+(``TRAINADMIT_<FIELD>``, e.g. ``TRAINADMIT_READ_TIMEOUT``; per-path body limits as
+``TRAINADMIT_MAX_BODY_BYTES_MUTATE``), the read deadline also as ``--read-timeout``. Tests use short deadlines.
 """
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
+
+from .options import AUTO, seconds, setting, whole
 
 MiB = 1024 * 1024
 
 # A worker is replaced after this many requests (plus up to the jitter, at random, so that the workers of a
 # replica are not replaced together): it bounds what a process keeps over time (the CEL library's host
-# functions leak ~0.1-0.3 KB per call, issue 11 row 5: ~10 MB per worker between restarts) at the cost of
+# functions leak ~0.1-0.3 KB per call: ~10 MB per worker between restarts) at the cost of
 # a new worker's start (~1-2 s of CPU) every 20,000 requests.
 MAX_REQUESTS = 20000
 MAX_REQUESTS_JITTER = 4000
-
-
-def _env_number(name: str, default: float) -> float:
-    value = os.environ.get(name)
-    return float(value) if value else default
 
 
 @dataclass(frozen=True)
 class ReadLimits:
     """Limits on reading one request (seconds and bytes)."""
 
-    read_timeout: float = 10.0  # TLS handshake + head + body of one request, from accept or its first byte
-    max_head_bytes: int = 64 * 1024
-    max_body_bytes: int = 64 * 1024  # any path without its own limit (health, readiness, metrics)
-    mutate_body_bytes: int = 4 * MiB
-    validate_body_bytes: int = 8 * MiB
-    noop_body_bytes: int = 8 * MiB  # the benchmark floor takes what /validate takes
-    small_body_bytes: int = 256 * 1024  # read by the event loop, never waits for the in-flight budget
-    max_inflight_body_bytes: int = 8 * MiB  # large bodies being read or answered, per worker process
-    # estimated memory (cost.estimate) of the reviews being parsed and decided, per worker process. Two workers
+    read_timeout: float = setting(10.0, env=AUTO, parse=seconds,
+                                  help="seconds a client has for the TLS handshake, head and body of one request "
+                                       "(408 after)")
+    max_head_bytes: int = setting(64 * 1024, flag=None, env=AUTO, parse=whole(1),
+                                  help="largest request head (431 above)")
+    max_body_bytes: int = setting(64 * 1024, flag=None, env=AUTO, parse=whole(1),
+                                  help="largest body on any path without its own limit (health, readiness, metrics)")
+    mutate_body_bytes: int = setting(4 * MiB, flag=None, env="TRAINADMIT_MAX_BODY_BYTES_MUTATE", parse=whole(1),
+                                     help="largest body on /mutate (413 above)")
+    validate_body_bytes: int = setting(8 * MiB, flag=None, env="TRAINADMIT_MAX_BODY_BYTES_VALIDATE", parse=whole(1),
+                                       help="largest body on /validate (413 above)")
+    noop_body_bytes: int = setting(8 * MiB, flag=None, env="TRAINADMIT_MAX_BODY_BYTES_NOOP", parse=whole(1),
+                                   help="largest body on the benchmark floors, as /validate")
+    small_body_bytes: int = setting(256 * 1024, flag=None, env=AUTO, parse=whole(1),
+                                    help="bodies up to this are read by the event loop and never wait for the "
+                                         "in-flight budget")
+    max_inflight_body_bytes: int = setting(8 * MiB, flag=None, env=AUTO, parse=whole(1),
+                                           help="large bodies being read or answered, per worker process")
+    # Estimated memory (cost.estimate) of the reviews being parsed and decided, per worker process. Two workers
     # at the limit with the densest shape measured (estimate 1.18x the real peak) plus the ~90 MB the processes
     # start with stay under a 512Mi container; a 3 MB review of managedFields-heavy objects (an UPDATE of two
     # at etcd's 1.5 MiB limit) is estimated at ~190 MB and still fits alone.
-    decide_memory_bytes: int = 200 * MiB
-    wait_timeout: float = 20.0  # a large request waiting for the in-flight budget (503 after)
-    send_timeout: float = 10.0  # a client that does not read its response
-    linger_timeout: float = 5.0  # after an early 413/503: how long the rest of the upload is drained
-    # at shutdown, a new connection that has not sent its request after this long (from accept) is closed
-    # without waiting for its deadline; a TLS handshake and a request head take milliseconds
-    shutdown_idle: float = 1.0
+    decide_memory_bytes: int = setting(200 * MiB, flag=None, env=AUTO, parse=whole(1),
+                                       help="estimated memory of the reviews being decided, per worker process")
+    wait_timeout: float = setting(20.0, flag=None, env=AUTO, parse=seconds,
+                                  help="seconds a large request waits for the in-flight budget (503 after)")
+    send_timeout: float = setting(10.0, flag=None, env=AUTO, parse=seconds,
+                                  help="seconds a client has to read its response")
+    linger_timeout: float = setting(5.0, flag=None, env=AUTO, parse=seconds,
+                                    help="after an early 413/503: seconds the rest of the upload is drained")
+    # a TLS handshake and a request head take milliseconds
+    shutdown_idle: float = setting(1.0, flag=None, env=AUTO, parse=seconds,
+                                   help="at shutdown, a new connection that has not sent its request after this "
+                                        "many seconds is closed without waiting for its deadline")
 
     def is_large(self, body_bytes: int) -> bool:
         """Large bodies are read under the in-flight budget, bypass the decision memo and trigger a trim."""
@@ -67,14 +78,3 @@ class ReadLimits:
     @property
     def largest_body(self) -> int:
         return max(self.mutate_body_bytes, self.validate_body_bytes, self.noop_body_bytes, self.max_body_bytes)
-
-    @classmethod
-    def from_env(cls) -> ReadLimits:
-        values = {}
-        for f in fields(cls):
-            name = f"TRAINADMIT_{f.name.upper()}"
-            if f.name.endswith("_body_bytes") and f.name.split("_")[0] in ("mutate", "validate", "noop"):
-                name = f"TRAINADMIT_MAX_BODY_BYTES_{f.name.split('_')[0].upper()}"
-            number = _env_number(name, f.default)  # type: ignore[arg-type]
-            values[f.name] = int(number) if isinstance(f.default, int) else number
-        return cls(**values)

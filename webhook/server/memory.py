@@ -1,4 +1,4 @@
-"""Giving memory back after large admission requests (issue 11, row 3).
+"""Giving memory back after large admission requests.
 
 Why RSS stays up after a burst of large reviews although every object is freed: the parsed review (dicts,
 lists, strs) lives in pymalloc arenas, which return to the OS only when completely empty, and everything

@@ -1,7 +1,7 @@
 """Prometheus metrics. Works under gunicorn's multiple processes when PROMETHEUS_MULTIPROC_DIR is
 set (``trainadmit serve`` sets it before the workers start), and as plain in-process metrics otherwise.
 
-Every label value comes from a closed set (issue 11, row 4): a label taken from what a client sends (a
+Every label value comes from a closed set: a label taken from what a client sends (a
 request path, an AdmissionReview's kind or operation) gives anyone who can reach the port one new series per
 request, and in multi-process mode every series lives in files that outlast worker restarts.
 """
@@ -68,6 +68,19 @@ _INFO_GAUGES = frozenset({"trainadmit_policy_generation_info",
 _EARLIEST = frozenset({"trainadmit_certificate_expiry_timestamp_seconds"})  # one sample: the smallest non-zero
 
 
+def multiprocess() -> bool:
+    return bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+
+
+def forget_generation(generation: str) -> None:
+    """A replaced policy generation leaves ``/metrics``: set to 0 (``render`` leaves 0 out), and removed when
+    the metrics live in this process only (in multi-process mode its files keep every key, and
+    prometheus_client warns on every ``remove``)."""
+    POLICY_GENERATION.labels(generation).set(0)
+    if not multiprocess():
+        POLICY_GENERATION.remove(generation)
+
+
 def webhook_label(path: str) -> str:
     name = path.strip("/")
     return name if name in WEBHOOKS else OTHER
@@ -113,7 +126,7 @@ def record_report_violations(counts: dict[tuple[str, str], int]) -> None:
 
 def render() -> bytes:
     registry = CollectorRegistry()
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    if multiprocess():
         registry.register(_Reduced(_mp.MultiProcessCollector(None)))
     else:
         from prometheus_client import REGISTRY

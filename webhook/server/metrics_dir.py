@@ -1,8 +1,8 @@
 """The Prometheus multi-process directory of one ``trainadmit serve``: created before prometheus_client is
 first imported (it picks its mode at import), removed when the server exits.
 
-Why the cleanup matters: every start used to leave a ``trainadmit-metrics-*`` folder behind (issue 11,
-row 11). In the Deployment ``/tmp`` is a memory-backed emptyDir that survives container restarts and is
+Why the cleanup matters: every start used to leave a ``trainadmit-metrics-*`` folder behind.
+In the Deployment ``/tmp`` is a memory-backed emptyDir that survives container restarts and is
 charged to the container's memory, so a crash-looping container would also fill it; folders left by a
 server that no longer runs (killed before it could clean up) are removed at the next start.
 """

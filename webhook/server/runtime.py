@@ -9,11 +9,8 @@ detection looks at the resolved files' identity and size, not at the directory's
 from __future__ import annotations
 
 import datetime as dt
-import json
-import logging
 import os
 import ssl
-import sys
 import threading
 import time
 from pathlib import Path
@@ -21,18 +18,10 @@ from pathlib import Path
 from cryptography import x509
 
 from ..engine import load_policy
-from ..engine.memo import Memo
 from ..policy import PolicyError, PolicySet
 from ..policy.loader import policy_files
-
-log = logging.getLogger("trainadmit")
-
-
-def emit(event: str, **fields) -> None:
-    """One structured JSON log line."""
-    record = {"ts": dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"), "event": event, **fields}
-    sys.stderr.write(json.dumps(record, separators=(",", ":"), default=str) + "\n")
-    sys.stderr.flush()
+from .decisions import DecisionCache
+from .logs import emit
 
 
 def _fingerprint(paths: list[Path]) -> tuple:
@@ -52,15 +41,15 @@ class PolicyStore:
     def __init__(self, directory: str | Path):
         self.directory = Path(directory)
         # the served generation and its remembered decisions, swapped as one value (never two generations)
-        self.memo: Memo | None = None
+        self.decisions: DecisionCache | None = None
         self.last_error: str | None = None
         self._fp: tuple | None = None
         self._lock = threading.Lock()
 
     @property
     def current(self) -> PolicySet | None:
-        memo = self.memo
-        return memo.policy if memo is not None else None
+        decisions = self.decisions
+        return decisions.policy if decisions is not None else None
 
     def _files_fingerprint(self) -> tuple:
         try:
@@ -91,12 +80,11 @@ class PolicyStore:
                 self.last_error = None
                 return False
             previous = self.current
-            self.memo = Memo(policy)
+            self.decisions = DecisionCache(policy)
             self.last_error = None
             metrics.POLICY_RELOADS.inc()
-            if previous is not None:  # 0 is left out of /metrics (metrics.render); remove() for in-process use
-                metrics.POLICY_GENERATION.labels(previous.generation).set(0)
-                metrics.POLICY_GENERATION.remove(previous.generation)
+            if previous is not None:
+                metrics.forget_generation(previous.generation)
             metrics.POLICY_GENERATION.labels(policy.generation).set(1)
             emit("policy_loaded", generation=policy.generation,
                  previous=previous.generation if previous else None, pools=sorted(policy.pools))

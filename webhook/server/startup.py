@@ -1,19 +1,24 @@
-"""What ``trainadmit serve`` checks before gunicorn starts, each failure one line naming the file.
+"""What ``trainadmit serve`` checks before gunicorn starts, each failure one line naming the file or address.
 
 Why before: a problem found inside a worker surfaces as a worker boot error (gunicorn exits 3 after pages of
-traceback), or not at all: a garbage certificate used to start a server whose every handshake failed, and
-the error appeared only at the first connection (issue 11, rows 6 and 9). Checked here, the process exits
-with the documented code (2, like any unreadable input) before it listens.
+traceback), or not at all: a garbage certificate would start a server whose every handshake fails, the error
+appearing only at the first connection; a port in use made gunicorn retry five times, log ten lines and exit
+1. Checked here, the process exits with the documented code (2, like any unreadable input) before it listens.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import errno
+import socket
 import ssl
 from pathlib import Path
 
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
+
+from .options import sources
+from .settings import Listen
 
 
 class StartupError(Exception):
@@ -93,3 +98,28 @@ def check_kube_config() -> None:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise StartupError(f"no Kubernetes API access: not in a cluster (no service account) and the kubeconfig "
                            f"{where} is missing or unusable ({reason})") from None
+
+
+def bind_listener(host: str, port: int, address: str) -> socket.socket:
+    """The server's listening socket, bound (gunicorn listens on it and serves from it). ``address``: how the
+    messages name it."""
+    try:
+        family, kind, proto, _, sockaddr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                               flags=socket.AI_PASSIVE)[0]
+    except socket.gaierror as exc:
+        raise StartupError(f"cannot listen on {address}: {host} is not an address or a known host name "
+                           f"({exc.strerror})") from None
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gunicorn: restarts past TIME_WAIT
+    try:
+        sock.bind(sockaddr)
+    except OSError as exc:
+        sock.close()
+        port_flag, host_flag = sources(Listen, "port"), sources(Listen, "host")
+        why = {errno.EADDRINUSE: f"the port is in use (another server listens there: stop it, or choose another "
+                                 f"{port_flag})",
+               errno.EADDRNOTAVAIL: f"that address is not one of this machine's (choose another {host_flag})",
+               errno.EACCES: f"permission denied (ports below 1024 need privileges: choose another {port_flag})"}
+        raise StartupError(f"cannot listen on {address}: {why.get(exc.errno, exc.strerror or str(exc))}") \
+            from None
+    return sock

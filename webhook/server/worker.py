@@ -4,7 +4,7 @@ Why: gunicorn's gthread worker hands a connection to a pool thread as soon as it
 that thread then does the TLS handshake, reads the head and (inside the app) the body with blocking,
 timeout-free socket calls. A client sending one byte every two seconds holds the thread as long as it likes;
 16 of them held every thread of a 2 x 8 server, every apiserver call ran into its 3 s timeout and, with
-``failurePolicy: Fail``, every GPU Job create was rejected (issue 11, row 2). A per-read socket timeout does
+``failurePolicy: Fail``, every GPU Job create was rejected. A per-read socket timeout does
 not help against a trickle, and a total deadline alone only bounds how long each slow client holds a thread.
 
 So, in the worker's existing selector loop (the main thread), without a thread per connection:
@@ -16,16 +16,16 @@ So, in the worker's existing selector loop (the main thread), without a thread p
   first byte of a kept-alive connection's next request); past it the client gets ``408`` and is closed;
 * a larger body is read by the pool thread under the same deadline, but only once this worker's in-flight
   budget (``max_inflight_body_bytes``) admits it: large bodies can never hold more than a few threads, and the
-  memory a burst of large reviews takes is bounded by bytes, not by how many arrive at once (row 3). Small
+  memory a burst of large reviews takes is bounded by bytes, not by how many arrive at once. Small
   requests never wait;
 * a body over its path's limit is refused with ``413`` from its ``Content-Length``, and the connection then
   lingers, discarding the rest of the upload, so the client (the apiserver writes the whole body before it
-  reads) sees the 413 instead of a reset (row 10); ``Transfer-Encoding`` bodies get ``411`` (the apiserver
+  reads) sees the 413 instead of a reset; ``Transfer-Encoding`` bodies get ``411`` (the apiserver
   always sends ``Content-Length``);
 * then the connection goes to a pool thread with the bytes pre-loaded into gunicorn's own parser, so
   parsing, WSGI, keep-alive, ``max_requests`` recycling and graceful shutdown stay gunicorn's;
 * at shutdown the worker closes its copy of the listening socket: once every process has, the port refuses
-  new connections at once instead of queueing them where nobody will accept them (row 7).
+  new connections at once instead of queueing them where nobody will accept them.
 
 Measured against the alternatives (gevent: no deadlines and no preemption, p99 5-10x at 8 connections, TLS
 context built once per worker so certificate rotation stops; an asyncio front: heads and handshakes still
@@ -130,7 +130,8 @@ class DeadlineThreadWorker(ThreadWorker):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.limits = ReadLimits.from_env()
+        # the server's settings, on the gunicorn Application this worker was forked with
+        self.limits: ReadLimits = self.app.settings.limits
         self.reading: dict[int, ReadState] = {}  # id(conn) -> state
         self.waiting_budget: list[ReadState] = []
         self.inflight_body = 0

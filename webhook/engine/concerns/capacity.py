@@ -19,8 +19,10 @@ plus the user's), so a node tainted for another team does not count for this wor
 from __future__ import annotations
 
 from ...policy.vocab import Action
-from ..concern import Concern, rule
+from ..concern import Concern
 from ..context import Context
+from ..reads import Reads
+from ..rule import rule
 from ..workloads import Workload
 
 UNUSABLE_NODES = rule("capacity.unusable-nodes", Action.deny,
@@ -70,4 +72,5 @@ def validate(ctx: Context, view: Workload) -> None:
                    f"{cap.eventually} once its cordoned nodes are uncordoned: the gang would wait",
                    f"use at most {cap.usable} workers to start now")
 
-CONCERN = Concern("capacity", rules=(UNUSABLE_NODES, CORDONED_NODES), validate=validate)
+CONCERN = Concern("capacity", rules=(UNUSABLE_NODES, CORDONED_NODES), validate=validate,
+                  reads=Reads(pod=("tolerations",)))

@@ -16,9 +16,10 @@ from functools import lru_cache
 from ...grammars.cel import CelError, activation, largest_collection
 from ...policy.compiled import CompiledRule
 from ...policy.vocab import Action
-from ..concern import Concern, RuleId
+from ..concern import Concern
 from ..context import Context
 from ..paths import get_path
+from ..rule import RuleId
 from ..workloads import Workload
 
 
@@ -109,4 +110,5 @@ def validate(ctx: Context, view: Workload) -> None:
                        "fix the rule, or guard fields that may be absent with has()")
 
 
-CONCERN = Concern("custom", validate=validate)
+# reads whatever its expressions name: it runs on the whole object (reads=None)
+CONCERN = Concern("custom", validate=validate, reads=None)

@@ -1,47 +1,41 @@
 """Gang membership: one backend per workload, one gang per training job, whatever submitted it.
 
-The workload's adapter says how its kind joins the policy's backend (``GangMethod``); exact keys per
-backend come from shared/reference/gang.md and fixtures/operators/README.md:
+The plan (``plan.plan_gang``) decided whether the workload gets a gang of ours, through which backend, and
+how its kind joins it (the adapter's gang table, ``workloads.GangMethod``); this concern writes it:
 
-- batch/v1 Job (``job``): native 1.37 ``Job.spec.scheduling.schedulingPolicy.gang.minCount`` (the Job
-  controller builds Workload + PodGroup) or, in ``pod-group`` mode, ``schedulingGroup`` plus a
-  PodGroup from trainadmit's reconciler; coscheduling label ``scheduling.x-k8s.io/pod-group`` +
-  schedulerName + PodGroup (reconciler); Volcano's ``scheduling.volcano.sh/group-min-member`` on the
-  Job (Volcano's pg-controller builds the PodGroup); Kueue's queue label and ``suspend: true``.
-- ``templates`` (JobSet, and native gangs of PyTorchJob, MPIJob v1, RayCluster, RayJob): the backend's
-  key on every gang template, and one PodGroup for the whole workload from the reconciler.
-- ``fields``: the keys the kind's operator reads on the custom resource (minimum, queue, priority).
+- ``spec``: the kind's own gang field, written whole (a batch/v1 Job's 1.37 ``spec.scheduling``: the Job
+  controller builds the Workload and PodGroup).
+- ``templates``: the backend's key on every gang template, and one PodGroup for the whole workload from the
+  reconciler (native ``schedulingGroup``, coscheduling's label, Volcano's group annotation).
+- ``fields``: the keys the kind's operator (or the backend's controller) reads on the object: minimum,
+  queue, priority, the switch that turns its gang on.
 - ``kueue``: the queue label and the kind's suspend flag.
 
 Minimum size: the Pods the kind's operator counts in a gang (a Job's ``parallelism``, every replica of
-a PyTorchJob, one LeaderWorkerSet group…). A workload that already carries another gang mechanism
-(another backend's keys, a scheduler with its own gangs such as sakkara, JobSet exclusive placement)
-gets no second gang and none of the gang-shape rules.
+a PyTorchJob, one LeaderWorkerSet group…). Exact keys per backend: shared/reference/gang.md and
+fixtures/operators/README.md. A workload that already carries another gang mechanism (another backend's
+keys, a scheduler with its own gangs such as sakkara, JobSet exclusive placement) gets no second gang and
+none of the gang-shape rules.
 """
 
 from __future__ import annotations
 
 import json
 
-from ...policy.policyset import TOPOLOGY_GATE
 from ...policy.vocab import Action, Enforceable, GangBackend
-from ..concern import Concern, rule
+from ..backends import KUEUE_QUEUE, POD_GROUP_LABEL, VOLCANO_GROUP_ANNOTATION, VOLCANO_MIN_MEMBER, VOLCANO_QUEUE
+from ..concern import Concern
 from ..context import Context
 from ..decision import Source
-from ..paths import Path, field_path, get_path
-from ..workloads import GangFields, GangMethod, PodTemplate, Workload, job
+from ..paths import Path, field_path
+from ..plan import NoGang
+from ..reads import Reads
+from ..rule import rule
+from ..workloads import Gang, GangFields, GangMethod, GangShape, PodTemplate, Workload, capable
+from .enforced import conflict, enforced
 
-POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
-LEGACY_POD_GROUP_LABEL = "pod-group.scheduling.sigs.k8s.io"
-VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
-VOLCANO_MIN_MEMBER = "scheduling.volcano.sh/group-min-member"
-VOLCANO_QUEUE = "scheduling.volcano.sh/queue-name"
-KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
 # v1alpha2 (1.36) spells disruptionMode as an enum; v1beta1 as a struct {single: {}} / {all: {}}
 V1ALPHA2_DISRUPTION_MODES = {"single": "Pod", "all": "PodGroup"}
-KUEUE_POD_GROUP = "kueue.x-k8s.io/pod-group-name"
-SAKKARA_GROUP = "sakkara.group.name"
-JOBSET_EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 
 COMPLETION_MODE = rule("gang.completion-mode", Action.deny, "a gang Job that is not completionMode: Indexed")
 PARALLELISM_COMPLETIONS = rule("gang.parallelism-completions", Action.deny,
@@ -57,44 +51,8 @@ MEMBERSHIP_LOST = rule("gang.membership-lost", Action.deny,
 POD_LEVEL = rule("gang.pod-level", Action.warn, "gang intent on a bare Pod, whose gang size is not known")
 UNSUPPORTED = rule("gang.unsupported", Action.warn,
                    "the workload's kind cannot join the policy's gang backend (the message says why)")
-
-
-# ---- what the object already carries -----------------------------------------------------------
-
-def present_backends(ctx: Context) -> dict[str, str]:
-    """The gang mechanisms the object already carries (ours from a previous pass, or another's):
-    backend id -> where it was seen."""
-    w = ctx.current
-    found: dict[str, str] = {}
-    if w.is_batch_job and get_path(w.obj, ("spec", "scheduling")) is not None:
-        found["native/job-scheduling"] = "spec.scheduling"
-    if VOLCANO_MIN_MEMBER in w.annotations:
-        found["volcano"] = f'metadata.annotations["{VOLCANO_MIN_MEMBER}"]'
-    if KUEUE_QUEUE in w.labels:
-        found["kueue"] = f'metadata.labels["{KUEUE_QUEUE}"]'
-    if JOBSET_EXCLUSIVE in w.annotations:
-        found["jobset-exclusive"] = f'metadata.annotations["{JOBSET_EXCLUSIVE}"]'
-    for t in w.templates:
-        labels, annotations = t.pod_meta.get("labels") or {}, t.pod_meta.get("annotations") or {}
-        where = field_path(t.meta_path)
-        if t.pod_spec.get("schedulingGroup") or t.pod_spec.get("workloadRef"):
-            found.setdefault("native/pod-group", field_path((*t.spec_path, "schedulingGroup")))
-        for key, backend in ((POD_GROUP_LABEL, "coscheduling"), (LEGACY_POD_GROUP_LABEL, "coscheduling"),
-                             (KUEUE_POD_GROUP, "kueue"), (SAKKARA_GROUP, "sakkara")):
-            if isinstance(labels, dict) and key in labels:
-                found.setdefault(backend, f'{where}.labels["{key}"]')
-        for key, backend in ((VOLCANO_GROUP_ANNOTATION, "volcano"), (JOBSET_EXCLUSIVE, "jobset-exclusive")):
-            if isinstance(annotations, dict) and key in annotations:
-                found.setdefault(backend, f'{where}.annotations["{key}"]')
-    return found
-
-
-def backend_id(ctx: Context) -> str:
-    gang = ctx.policy.platform.gang
-    if gang.backend is GangBackend.native:
-        mode = gang.nativeMode if ctx.workload.is_batch_job else "pod-group"  # custom resources: pod-group
-        return f"native/{mode}"
-    return gang.backend.value
+# what the kind's own fields must be for its Pods to run as one gang (workloads.GangShape), by rule suffix
+SHAPE_RULES = {"completion-mode": COMPLETION_MODE, "parallelism-completions": PARALLELISM_COMPLETIONS}
 
 
 def keep_or_set(ctx: Context, path: Path, value: object, source: Source) -> None:
@@ -108,46 +66,45 @@ def keep_or_set(ctx: Context, path: Path, value: object, source: Source) -> None
 # ---- mutation ------------------------------------------------------------------------------------
 
 def mutate(ctx: Context) -> None:
-    """Inject gang membership and set ``ctx.gang_backend`` to the backend id used (None: no gang)."""
-    r, w = ctx.resolved, ctx.workload
-    if not r.gang:
+    """Write the gang the plan chose, or say why there is none."""
+    plan, w = ctx.plan.gang, ctx.workload
+    if not plan.requested or plan.gang is None:
         return
-    if w.adapter.kind == "Pod" and w.api_version == "v1":
-        ctx.report(POD_LEVEL, "metadata", "trainadmit gangs Jobs; a Pod's gang size is not known here",
+    ours, gang = plan.backend_id, plan.gang
+    if plan.why_not is NoGang.unsized:
+        ctx.report(POD_LEVEL, "metadata", gang.reason,
                    "let the operator that creates these pods form the gang, or submit a batch/v1 Job")
         return
-    ours = backend_id(ctx)
-    foreign = {b: where for b, where in present_backends(ctx).items() if b != ours}
-    if foreign:
-        ctx.foreign_gang = ", ".join(sorted(foreign))
-        if "jobset-exclusive" in foreign:
+    if plan.why_not is NoGang.foreign:
+        if any(name == "jobset-exclusive" for name, _ in plan.foreign):
             message = ("JobSet exclusive placement admits follower pods only after the leader is scheduled, so an "
                        "all-pods gang could never reach quorum; no gang was added")
         else:
-            message = (f"this object already carries gang membership for {ctx.foreign_gang}; trainadmit did not "
+            message = (f"this object already carries gang membership for {plan.foreign_names}; trainadmit did not "
                        f"add {ours} (one backend per workload)")
-        ctx.report(FOREIGN_BACKEND, next(iter(foreign.values())), message, "")
+        ctx.report(FOREIGN_BACKEND, plan.foreign[0][1], message, "")
         return
-    backend = ctx.policy.platform.gang.backend
-    gang = w.adapter.gang(backend.value)
-    if gang.method is GangMethod.unsupported:
+    if plan.why_not is NoGang.unsupported:
         ctx.report(UNSUPPORTED, "metadata",
                    f"{w.kind} cannot join a {ours} gang: {gang.reason}; trainadmit added no gang",
                    "use a gang backend this kind supports (see the README's operator table) or submit without gang")
         return
-    size = r.gang_size
-    source = ctx.platform_source("spec", "gang", "backend", note=f"{ours}; minimum = {size} pods")
-    if gang.method is GangMethod.job:
-        if not _job(ctx, backend, size, source):
-            return
+    if plan.why_not is NoGang.name_required:
+        ctx.report(NAME_REQUIRED, "metadata.name",
+                   f"backend {ours} names the PodGroup after the {w.kind}, and a generateName {w.kind} has "
+                   "no name when admission runs", "set metadata.name instead of metadata.generateName")
+        return
+    source = ctx.platform_source("spec", "gang", "backend", note=f"{ours}; minimum = {plan.size} pods")
+    if gang.method is GangMethod.spec:
+        keep_or_set(ctx, gang.path, _native_spec(ctx, plan.size), source)  # type: ignore[arg-type]
     elif gang.method is GangMethod.templates:
-        if not _templates(ctx, backend, size, source):
-            return
+        _templates(ctx, plan.size, source)
     elif gang.method is GangMethod.fields:
-        _fields(ctx, gang.fields or GangFields(), size, source)
+        _fields(ctx, gang.fields or GangFields(), plan.size, source)
     else:
-        _kueue(ctx, source)
-    ctx.gang_backend = ours
+        _kueue(ctx, gang, source)
+    if gang.writes_scheduler_name:  # a platform may name a scheduler for any backend
+        _scheduler_name(ctx, _gang_templates(ctx))
     for gap in ctx.policy.gang_gaps:
         ctx.report(CLUSTER_SUPPORT, "spec", gap, "set Platform.spec.featureGates once the cluster has them")
 
@@ -156,43 +113,25 @@ def _gang_templates(ctx: Context) -> list[PodTemplate]:
     return [t for t in ctx.workload.templates if t.in_gang]
 
 
-def _job(ctx: Context, backend: GangBackend, size: int, source: Source) -> bool:
-    """A batch/v1 Job's own gang mechanism per backend; False when it could not join one."""
-    native_job = backend is GangBackend.native and ctx.policy.platform.gang.nativeMode == "job-scheduling"
-    if backend is GangBackend.coscheduling or (backend is GangBackend.native and not native_job):
-        return _templates(ctx, backend, size, source)
-    template = ctx.workload.templates[0]
-    if native_job:
-        keep_or_set(ctx, ("spec", "scheduling"), _native_spec(ctx, size), source)
-    elif backend is GangBackend.volcano:
-        keep_or_set(ctx, ("metadata", "annotations", VOLCANO_MIN_MEMBER), str(size), source)
-        _queue(ctx, (*template.meta_path, "annotations", VOLCANO_QUEUE))
-    else:
-        _kueue(ctx, source)
-    _scheduler_name(ctx, [template])  # a platform may name a scheduler for any backend
-    return True
-
-
 def _native_spec(ctx: Context, size: int, api: str = "") -> dict:
     """The body of a native gang: Job.spec.scheduling, or a PodGroup's spec (of apiVersion ``api``)."""
     gang = ctx.policy.platform.gang
     value: dict = {"schedulingPolicy": {"gang": {"minCount": size}}}
-    topology = _topology_constraint(ctx)
-    if topology:
-        value["schedulingConstraints"] = {"topology": topology}
+    colocation = ctx.plan.colocation
+    if colocation.method == "native":  # the topology concern's colocation, carried by the gang itself
+        value["schedulingConstraints"] = {"topology": [{"key": colocation.level.nodeLabel}]}  # type: ignore[union-attr]
     if gang.disruptionMode:
         value["disruptionMode"] = (V1ALPHA2_DISRUPTION_MODES[gang.disruptionMode] if api.endswith("/v1alpha2")
                                    else {gang.disruptionMode: {}})
     return value
 
 
-def _templates(ctx: Context, backend: GangBackend, size: int, source: Source) -> bool:
+def _templates(ctx: Context, size: int, source: Source) -> None:
     """The backend's key on every gang template, and one PodGroup for the workload from the reconciler."""
-    name = _need_name(ctx)
-    if name is None:
-        return False
+    name = ctx.workload.name or ""  # the plan made sure there is one
     r = ctx.resolved
     templates = _gang_templates(ctx)
+    backend = ctx.policy.platform.gang.backend
     if backend is GangBackend.native:
         pg_name = f"{name}-gang"
         for t in templates:
@@ -219,12 +158,10 @@ def _templates(ctx: Context, backend: GangBackend, size: int, source: Source) ->
             pg["priorityClassName"] = r.tier[1].className
         _companion(ctx, {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
                          "metadata": {"name": name}, "spec": pg}, source)
-    _scheduler_name(ctx, templates)  # a platform may name a scheduler for any backend
-    return True
 
 
 def _fields(ctx: Context, fields: GangFields, size: int, source: Source) -> None:
-    """The keys the kind's operator reads on the custom resource to form its own gang."""
+    """The keys the kind's operator reads on the object to form its own gang."""
     r = ctx.resolved
     if fields.size is not None:
         keep_or_set(ctx, fields.size, _as_field(fields.size, size), source)
@@ -237,11 +174,9 @@ def _fields(ctx: Context, fields: GangFields, size: int, source: Source) -> None
         if current is None or current == wanted:
             ctx.inject(path, wanted, "gang", Source("PriorityTier", r.tier[0], ("spec", "className")))
         else:
-            ctx.conflict(Enforceable.priorityClassName, path, current, wanted)
+            conflict(ctx, Enforceable.priorityClassName, path, current, wanted)
     if fields.switch is not None:
         keep_or_set(ctx, fields.switch[0], fields.switch[1], source)
-    if fields.scheduler_on_templates:
-        _scheduler_name(ctx, _gang_templates(ctx))
 
 
 def _as_field(path: Path, value: int) -> object:
@@ -249,11 +184,10 @@ def _as_field(path: Path, value: int) -> object:
     return str(value) if len(path) >= 2 and path[-2] in ("labels", "annotations") else value
 
 
-def _kueue(ctx: Context, source: Source) -> None:
+def _kueue(ctx: Context, gang: Gang, source: Source) -> None:
     _queue(ctx, ("metadata", "labels", KUEUE_QUEUE))
-    suspend = ctx.workload.adapter.kueue_suspend
-    if suspend is not None:
-        ctx.inject(suspend, True, "gang",
+    if gang.suspend is not None:
+        ctx.inject(gang.suspend, True, "gang",
                    Source(source.kind, source.name, source.field, "kueue; Kueue unsuspends it once quota for all "
                                                                   "pods is free"))
 
@@ -272,24 +206,7 @@ def _queue(ctx: Context, path: Path, crd_default: str | None = None) -> None:
     if current is None or current == queue:
         ctx.inject(path, queue, "gang", source)
     else:
-        ctx.conflict(Enforceable.queue, path, current, queue)
-
-
-def _need_name(ctx: Context) -> str | None:
-    name = ctx.workload.name
-    if name is None:
-        kind = ctx.workload.kind
-        ctx.report(NAME_REQUIRED, "metadata.name",
-                   f"backend {backend_id(ctx)} names the PodGroup after the {kind}, and a generateName {kind} has "
-                   "no name when admission runs", "set metadata.name instead of metadata.generateName")
-    return name
-
-
-def _topology_constraint(ctx: Context) -> list[dict] | None:
-    r = ctx.resolved
-    if r.level is None or r.gpu_pods <= 1 or colocation_method(ctx) != "native":
-        return None
-    return [{"key": r.level.nodeLabel}]
+        conflict(ctx, Enforceable.queue, path, current, queue)
 
 
 def _companion(ctx: Context, manifest: dict, source: Source) -> None:
@@ -309,54 +226,41 @@ def _scheduler_name(ctx: Context, templates: list[PodTemplate]) -> None:
     wanted = ctx.policy.scheduler_name
     if not wanted:
         return
+    ours = ctx.plan.gang.backend_id
     if ctx.policy.platform.gang.schedulerName:
         source = ctx.platform_source("spec", "gang", "schedulerName")
     else:
-        source = ctx.platform_source("spec", "gang", "backend", note=f"{backend_id(ctx)} schedules with {wanted}")
+        source = ctx.platform_source("spec", "gang", "backend", note=f"{ours} schedules with {wanted}")
     for t in templates:
         path = (*t.spec_path, "schedulerName")
         current = ctx.patcher.get(path)
         if current in (None, "", "default-scheduler", wanted):
             ctx.inject(path, wanted, "gang", source)
             continue
-        ctx.conflict(Enforceable.schedulerName, path, current, wanted)
-        if not ctx.enforced(Enforceable.schedulerName):
+        conflict(ctx, Enforceable.schedulerName, path, current, wanted)
+        if not enforced(ctx, Enforceable.schedulerName):
             ctx.report(FOREIGN_BACKEND, field_path(path),
-                       f"schedulerName {current!r} is kept as you set it, but the {backend_id(ctx)} gang needs "
+                       f"schedulerName {current!r} is kept as you set it, but the {ours} gang needs "
                        f"{wanted!r}; the gang will not form under another scheduler", f"set schedulerName: {wanted}")
 
 
 # ---- validation ----------------------------------------------------------------------------------
 
 def validate(ctx: Context, view: Workload) -> None:
-    """A gang Job runs all ranks at once, each with a stable rank: Indexed, parallelism = completions."""
-    r = ctx.resolved
-    if not (r.gang and view.is_batch_job) or ctx.foreign_gang:
+    """A gang whose kind has fields that must take certain values to run as one gang (a Job: Indexed,
+    parallelism = completions) gets the kind's gang-shape rules, unless another mechanism forms the gang."""
+    plan = ctx.plan.gang
+    if not plan.requested or plan.why_not is NoGang.foreign or not capable(view.adapter, GangShape):
         return
-    mode, parallel, done = job.completion_mode(view.obj), job.parallelism(view.obj), job.completions(view.obj)
-    if mode != "Indexed":
-        ctx.report(COMPLETION_MODE, "spec.completionMode",
-                   f"a gang Job needs completionMode Indexed so each of its {r.pods} workers gets a stable rank, "
-                   f"got {mode}", "set spec.completionMode: Indexed")
-    if done != parallel:
-        ctx.report(PARALLELISM_COMPLETIONS, "spec.completions",
-                   f"parallelism {parallel} and completions {done if done is not None else '(unset)'} differ: "
-                   "a gang runs all ranks at once", f"set spec.completions: {parallel}")
+    for problem in view.adapter.gang_shape(view.obj, ctx.resolved.pods):
+        ctx.report(SHAPE_RULES[problem.rule], problem.path, problem.message, problem.hint)
 
 
-def colocation_method(ctx: Context) -> str:
-    """How workers are colocated: the policy's choice, or (auto) what the backend understands. A native
-    PodGroup's topology constraint needs the TopologyAwareWorkloadScheduling gate (the apiserver drops
-    it otherwise), so without the gate in the policy auto falls back to pod affinity."""
-    platform = ctx.policy.platform
-    gang = platform.gang
-    if gang.topologyMethod != "auto":
-        return gang.topologyMethod
-    if gang.backend is GangBackend.native and TOPOLOGY_GATE not in platform.featureGates:
-        return "podAffinity"
-    return {GangBackend.native: "native", GangBackend.kueue: "kueue"}.get(gang.backend, "podAffinity")
-
-
+# the object's and its templates' gang keys (labels are read whole), the native group fields of a pod spec,
+# its scheduler
 CONCERN = Concern("gang", rules=(COMPLETION_MODE, PARALLELISM_COMPLETIONS, NAME_REQUIRED, FOREIGN_BACKEND,
                                  CLUSTER_SUPPORT, MEMBERSHIP_LOST, POD_LEVEL, UNSUPPORTED),
-                  mutate=mutate, validate=validate)
+                  mutate=mutate, validate=validate,
+                  reads=Reads(metadata=("labels", "annotations", "name"),
+                              annotations=(VOLCANO_MIN_MEMBER, VOLCANO_QUEUE, VOLCANO_GROUP_ANNOTATION),
+                              pod=("schedulingGroup", "workloadRef", "schedulerName")))

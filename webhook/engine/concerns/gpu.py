@@ -7,9 +7,11 @@ the limit) or must equal it; requests without limits are invalid.
 from __future__ import annotations
 
 from ...policy.vocab import Action
-from ..concern import Concern, rule
+from ..concern import Concern
 from ..context import Context
 from ..paths import field_path
+from ..reads import Reads
+from ..rule import rule
 from ..workloads import PodTemplate, Workload, resource_count
 
 SINGLE_TYPE = rule("gpu.single-type", Action.deny, "two GPU types in one workload, or not the pool's GPU type")
@@ -49,4 +51,5 @@ def _counts(ctx: Context, template: PodTemplate) -> None:
                            f"make both {limit}")
 
 
-CONCERN = Concern("gpu", rules=(SINGLE_TYPE, REQUESTS_LIMITS, INVALID_COUNT), validate=validate)
+CONCERN = Concern("gpu", rules=(SINGLE_TYPE, REQUESTS_LIMITS, INVALID_COUNT), validate=validate,
+                  reads=Reads(container=("name", "resources"), init_container=("name", "resources")))

@@ -16,13 +16,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...policy.vocab import Action
-from ..concern import Concern, rule
+from ..concern import Concern
 from ..context import Context
 from ..decision import Source
 from ..paths import Path, as_dict, field_path
-from ..shape import MALFORMED
+from ..reads import Reads
+from ..rule import rule
 from ..workloads import PodTemplate, Workload
 from .placement import CONTRADICTION
+from .shape import MALFORMED
 
 if TYPE_CHECKING:  # types only: the engine runs on cached policy records too (policy.cache)
     from ...policy.models import PoolSpec
@@ -124,4 +126,5 @@ def _enough_nodes(ctx: Context, pool: PoolSpec) -> None:
                f"{', '.join(str(req) for req, _ in short)}")
 
 
-CONCERN = Concern("hardware", rules=(MATCHING_NODES,), mutate=mutate, validate=validate)
+CONCERN = Concern("hardware", rules=(MATCHING_NODES,), mutate=mutate, validate=validate,
+                  reads=Reads(pod=("affinity", "nodeSelector")))

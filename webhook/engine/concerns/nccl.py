@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from ...grammars.nccl import DEBUGGING_VARS, check_nccl_value
 from ...policy.vocab import Action, Enforceable
-from ..concern import Concern, rule
+from ..concern import Concern
 from ..context import Context
 from ..decision import Source
 from ..paths import field_path
+from ..reads import Reads
+from ..rule import rule
 from ..workloads import PodTemplate, Workload
+from .enforced import conflict
 
 SYNTAX = rule("nccl.syntax", Action.deny, "an NCCL value outside NCCL's documented grammar")
 SYNTAX_WARNING = rule("nccl.syntax-warning", Action.warn, "an NCCL value that is valid but likely not what was meant")
@@ -44,7 +47,7 @@ def _inject(ctx: Context, wanted: dict[str, str], template: PodTemplate) -> None
                 ctx.satisfied("nccl")
             else:
                 user = entry.get("value", "<valueFrom>")
-                ctx.conflict(Enforceable.ncclEnv, (*env_path, found, "value"), user, value)
+                conflict(ctx, Enforceable.ncclEnv, (*env_path, found, "value"), user, value)
         ctx.inject_extend(env_path, missing, "nccl")
 
 
@@ -79,4 +82,5 @@ def _check(ctx: Context, pool_env: dict[str, str], template: PodTemplate) -> Non
                            "remove it once the problem it works around is understood")
 
 
-CONCERN = Concern("nccl", rules=(SYNTAX, SYNTAX_WARNING, DEBUGGING_VARIABLE), mutate=mutate, validate=validate)
+CONCERN = Concern("nccl", rules=(SYNTAX, SYNTAX_WARNING, DEBUGGING_VARIABLE), mutate=mutate, validate=validate,
+                  reads=Reads(container=("env",), init_container=("env",), env_values=("NCCL_*",)))

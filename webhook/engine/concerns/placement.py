@@ -7,10 +7,13 @@ that can never be scheduled, so it is refused with the pool that would match, wh
 from __future__ import annotations
 
 from ...policy.vocab import Action, Enforceable
-from ..concern import Concern, rule
+from ..concern import Concern
 from ..context import Context
 from ..paths import as_dict, as_list, field_path
+from ..reads import Reads
+from ..rule import rule
 from ..workloads import PodTemplate, Workload
+from .enforced import conflict
 
 CONTRADICTION = rule("placement.contradiction", Action.deny,
                      "a user nodeSelector or required node affinity that no node of the pool can satisfy")
@@ -43,7 +46,7 @@ def _place(ctx: Context, pool, template: PodTemplate) -> None:
         else:
             # A contradiction with the pool is always a denial (validate below); enforcement only
             # changes the rule id that reports it.
-            ctx.conflict(Enforceable.nodeSelector, path, current, value)
+            conflict(ctx, Enforceable.nodeSelector, path, current, value)
     tol_path = (*template.spec_path, "tolerations")
     missing = []
     existing = ctx.patcher.get(tol_path) or []
@@ -94,4 +97,5 @@ def _contradictions(ctx: Context, pool, template: PodTemplate) -> None:
                    "remove the node affinity or pick the pool that matches it")
 
 
-CONCERN = Concern("placement", rules=(CONTRADICTION,), mutate=mutate, validate=validate)
+CONCERN = Concern("placement", rules=(CONTRADICTION,), mutate=mutate, validate=validate,
+                  reads=Reads(pod=("nodeSelector", "tolerations", "affinity")))

@@ -30,10 +30,12 @@ from ...grammars.preflight import (
     Expectations,
 )
 from ...policy.vocab import Action
-from ..concern import Concern, rule
+from ..concern import Concern
 from ..context import Context
 from ..paths import Path, as_dict, as_list, field_path
-from ..workloads import PodTemplate, Workload
+from ..reads import ALL, Reads
+from ..rule import rule
+from ..workloads import GroupedGangs, PatchedTemplates, PodTemplate, RunLabelled, Workload, capable
 from .storage import SHM_PATH
 
 if TYPE_CHECKING:  # types only: the engine runs on cached policy records too (policy.cache)
@@ -44,7 +46,6 @@ RESERVED_NAME = rule("preflight.reserved-name", Action.deny,
 UNAVAILABLE = rule("preflight.unavailable", Action.warn,
                    "the pool has the preflight on, but this kind's templates cannot take an init container")
 
-JOB_RUN_LABEL = "batch.kubernetes.io/controller-uid"  # the Job controller's label: unique to one run of a Job
 # what each skipped check removes from the expectations
 _SKIP = {
     Check.gpus: {"gpus": None}, Check.rdma: {"rdma_link_layer": None}, Check.ports: {"active_ports": False},
@@ -60,7 +61,8 @@ def mutate(ctx: Context) -> None:
         return
     templates = [t for t in ctx.pool_templates if ctx.gpu_containers(t)]
     workload = ctx.workload
-    if templates and not workload.adapter.template_init_containers:
+    adapter = workload.adapter
+    if templates and capable(adapter, PatchedTemplates) and "initContainers" in adapter.cannot_carry:
         ctx.report(UNAVAILABLE, field_path(templates[0].spec_path),
                    f"pool {ctx.resolved.pool_name} checks every node with a preflight init container, and a "
                    f"{workload.kind} cannot add one to its Pods: this {workload.kind} starts unchecked",
@@ -145,8 +147,10 @@ def _expectations(ctx: Context, pool: PoolSpec, template: PodTemplate, spec: dic
     if shm is not None:
         mounts.append(shm_mount)  # type: ignore[arg-type]
     gang_id = None
-    if r.gang and gang_size > 1 and workload.adapter.group_label is None:
-        name = workload.name or (workload.generate_name if workload.is_batch_job else None)
+    run_label = workload.adapter.run_label if capable(workload.adapter, RunLabelled) else None
+    if r.gang and gang_size > 1 and not capable(workload.adapter, GroupedGangs):
+        # a generateName workload's gang is told apart by its run label (a Job's controller uid)
+        name = workload.name or (workload.generate_name if run_label else None)
         gang_id = f"{ctx.namespace}/{name}" if name else None
     expect = Expectations(
         gpus=gpus if vendor else None, gpu_vendor=vendor or "nvidia",
@@ -172,8 +176,9 @@ def _container(ctx: Context, pool: PoolSpec, trainer: dict, expect: Expectations
     if pool.rdma is not None:
         devices.update(pool.rdma.resources)
     env = [_field_env(ENV_NODE, "spec.nodeName"), _field_env(ENV_POD, "metadata.name")]
-    if expect.gang_id is not None and ctx.workload.is_batch_job:
-        env.append(_field_env(ENV_RUN, f"metadata.labels['{JOB_RUN_LABEL}']"))
+    adapter = ctx.workload.adapter
+    if expect.gang_id is not None and capable(adapter, RunLabelled):
+        env.append(_field_env(ENV_RUN, f"metadata.labels['{adapter.run_label}']"))
     security: dict = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                       "capabilities": {"drop": ["ALL"]}}
     theirs = as_dict(trainer.get("securityContext"))
@@ -218,4 +223,9 @@ def validate(ctx: Context, view: Workload) -> None:
                        "give your init container another name")
 
 
-CONCERN = Concern("preflight", rules=(RESERVED_NAME, UNAVAILABLE), mutate=mutate, validate=validate)
+# describes the training container as the others configured it: its NCCL env, its mounts, its /dev/shm
+CONCERN = Concern("preflight", rules=(RESERVED_NAME, UNAVAILABLE), mutate=mutate, validate=validate,
+                  reads=Reads(metadata=("labels", "name", "generateName"), pod=("initContainers", "volumes"),
+                              container=("securityContext", "env", "volumeMounts"), init_container=(ALL,),
+                              env_values=("NCCL_IB_HCA", "NCCL_SOCKET_IFNAME")),
+                  after=("nccl", "storage"))

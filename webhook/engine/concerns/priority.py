@@ -10,12 +10,13 @@ for Jobs the pods are created later from the template and resolved normally.
 from __future__ import annotations
 
 from ...policy.vocab import Enforceable, GangBackend
+from ..backends import KUEUE_PRIORITY
 from ..concern import Concern
 from ..context import Context
 from ..decision import Source
-from ..workloads import GangMethod
-
-KUEUE_PRIORITY = "kueue.x-k8s.io/priority-class"
+from ..reads import Reads
+from ..workloads import GangMethod, PatchedTemplates, capable
+from .enforced import conflict
 
 
 def mutate(ctx: Context) -> None:
@@ -23,7 +24,8 @@ def mutate(ctx: Context) -> None:
     if r.tier is None or not r.gpu_resource:
         return
     name, tier = r.tier
-    for template in w.templates if w.adapter.template_priority else ():  # one priority for the whole job
+    carried = not (capable(w.adapter, PatchedTemplates) and "priorityClassName" in w.adapter.cannot_carry)
+    for template in w.templates if carried else ():  # one priority for the whole job
         path = (*template.spec_path, "priorityClassName")
         current = ctx.patcher.get(path)
         if current is None or current == "" or current == tier.className:
@@ -34,8 +36,8 @@ def mutate(ctx: Context) -> None:
                 ctx.inject((*template.spec_path, "preemptionPolicy"), tier.preemptionPolicy, "priority",
                            Source("PriorityTier", name, ("spec", "preemptionPolicy")))
         else:
-            ctx.conflict(Enforceable.priorityClassName, path, current, tier.className)
-    kueue = w.adapter.gang(GangBackend.kueue.value).method in (GangMethod.job, GangMethod.kueue)
+            conflict(ctx, Enforceable.priorityClassName, path, current, tier.className)
+    kueue = w.adapter.gang(GangBackend.kueue.value).method is GangMethod.kueue
     if ctx.policy.platform.gang.backend is GangBackend.kueue and tier.kueuePriorityClass and kueue:
         label = ("metadata", "labels", KUEUE_PRIORITY)
         if ctx.patcher.get(label):
@@ -45,4 +47,4 @@ def mutate(ctx: Context) -> None:
                        Source("PriorityTier", name, ("spec", "kueuePriorityClass")))
 
 
-CONCERN = Concern("priority", mutate=mutate)
+CONCERN = Concern("priority", mutate=mutate, reads=Reads(pod=("priorityClassName", "priority", "preemptionPolicy")))

@@ -14,8 +14,10 @@ workloads the budget bounds each workload alone.
 from __future__ import annotations
 
 from ...policy.vocab import Action
-from ..concern import Concern, rule
+from ..concern import Concern
 from ..context import Context
+from ..reads import Reads
+from ..rule import rule
 from ..workloads import Workload
 
 GPUS_PER_JOB = rule("quota.gpus-per-job", Action.deny, "more GPUs in one Job than the namespace's Quota allows")
@@ -48,9 +50,10 @@ def check(ctx: Context, view: Workload, extra_gpus: int | None = None) -> None:
                        f"requests {r.total_gpus} GPUs ({r.gpu_pods} × {r.gpus_per_pod}); quota {qname} allows "
                        f"{quota.maxGPUsPerJob} per job in namespace {ns}", f"use at most {most} workers")
         if quota.maxWorkersPerJob is not None and r.pods > quota.maxWorkersPerJob:
-            ctx.report(WORKERS_PER_JOB, "spec.parallelism",
+            scale = ctx.plan.scale  # advice in the kind's own count fields
+            ctx.report(WORKERS_PER_JOB, scale.path or "spec",
                        f"runs {r.pods} workers; quota {qname} allows {quota.maxWorkersPerJob} per job",
-                       f"set spec.parallelism and spec.completions to at most {quota.maxWorkersPerJob}")
+                       scale.at_most(quota.maxWorkersPerJob))
         if quota.allowedPools is not None and r.pool_name and r.pool_name not in quota.allowedPools:
             ctx.report(POOL_NOT_ALLOWED, f'metadata.labels["{ctx.policy.keys.pool}"]',
                        f"namespace {ns} may not use pool {r.pool_name}",
@@ -111,5 +114,7 @@ def _pool_capacity(ctx: Context) -> None:
                    f"use at most {capacity} workers")
 
 
+# the name: the workload itself is not among the namespace's other workloads (a scale-up, a re-check)
 CONCERN = Concern("quota", rules=(GPUS_PER_JOB, WORKERS_PER_JOB, POOL_NOT_ALLOWED, PRIORITY_NOT_ALLOWED, NAMESPACE_HARD,
-                                  NAMESPACE_REMAINING, POOL_CAPACITY), validate=validate)
+                                  NAMESPACE_REMAINING, POOL_CAPACITY), validate=validate,
+                  reads=Reads(metadata=("name",)))

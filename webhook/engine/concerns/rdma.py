@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from ...grammars.quantity import as_count
 from ...policy.vocab import Action, Enforceable
-from ..concern import Concern, rule
+from ..concern import Concern
 from ..context import Context
 from ..paths import as_dict, field_path
+from ..reads import Reads
+from ..rule import rule
 from ..workloads import PodTemplate, Workload
+from .enforced import conflict
 
 MULTUS_NETWORKS = "k8s.v1.cni.cncf.io/networks"
 
@@ -54,7 +57,7 @@ def _inject(ctx: Context, rdma, template: PodTemplate) -> None:
         if current is None or current == wanted:
             ctx.inject(path, wanted, "rdma", ctx.pool_source("spec", "rdma", "networks"))
         else:
-            ctx.conflict(Enforceable.rdmaNetworks, path, current, wanted)
+            conflict(ctx, Enforceable.rdmaNetworks, path, current, wanted)
 
 
 def validate(ctx: Context, view: Workload) -> None:
@@ -73,4 +76,6 @@ def validate(ctx: Context, view: Workload) -> None:
                                f"use an RDMA pool ({', '.join(rdma_pools) or 'none defined'}) or remove {res}")
 
 
-CONCERN = Concern("rdma", rules=(POOL_WITHOUT_RDMA,), mutate=mutate, validate=validate)
+CONCERN = Concern("rdma", rules=(POOL_WITHOUT_RDMA,), mutate=mutate, validate=validate,
+                  reads=Reads(metadata=("annotations",), annotations=(MULTUS_NETWORKS,),
+                              container=("resources", "securityContext"), init_container=("resources",)))

@@ -26,9 +26,11 @@ from ..clusterview import (
     Presence,
     RefKind,
 )
-from ..concern import Concern, RuleId, rule
+from ..concern import Concern
 from ..context import Context
 from ..paths import as_dict, as_list, field_path
+from ..reads import Reads
+from ..rule import RuleId, rule
 from ..workloads import Workload
 from .rdma import MULTUS_NETWORKS
 
@@ -93,9 +95,9 @@ def validate(ctx: Context, view: Workload) -> None:
             ctx.unverified.append(f"API {api_version} (for the {companion.get('kind')} the reconciler creates)")
         elif not served:
             ctx.report(API_NOT_SERVED, f'metadata.annotations["{ctx.policy.keys.podgroup}"]',
-                       f"the {ctx.gang_backend} gang needs a {companion.get('kind')} {api_version}, which this cluster "
-                       "does not serve (its CRD is not installed or its feature gate is off): the gang would never "
-                       "form", "install the backend's CRDs or turn on its API, or use another gang backend")
+                       f"the {ctx.plan.gang.backend} gang needs a {companion.get('kind')} {api_version}, which this "
+                       "cluster does not serve (its CRD is not installed or its feature gate is off): the gang "
+                       "would never form", "install the backend's CRDs or turn on its API, or use another gang backend")
 
 
 def _consequence(ref: Reference) -> str:
@@ -163,10 +165,11 @@ def _references(ctx: Context, view: Workload) -> list[Reference]:
                               f"platform team to fix pool {r.pool_name}'s rdma.networks"))
     queue = r.queue or "default"
     queue_path = f'metadata.labels["{ctx.policy.keys.queue}"]'
-    if ctx.gang_backend == "volcano":
+    backend = ctx.plan.gang.backend
+    if backend == "volcano":
         add(Reference(VOLCANO_QUEUE, queue, None, QUEUE_MISSING, queue_path, "the workload's Volcano queue",
                       f"create Volcano Queue {queue}, or set {ctx.policy.keys.queue} to an existing queue"))
-    elif ctx.gang_backend == "kueue":
+    elif backend == "kueue":
         add(Reference(KUEUE_LOCAL_QUEUE, queue, ns, QUEUE_MISSING, queue_path, "the workload's Kueue queue",
                       f"create Kueue LocalQueue {queue} in namespace {ns} (pointing at a ClusterQueue), or set "
                       f"{ctx.policy.keys.queue} to an existing one"))
@@ -194,4 +197,5 @@ def _access_modes(ctx: Context, ref: Reference, claim: dict) -> None:
 
 
 CONCERN = Concern("references", rules=(PRIORITY_CLASS_MISSING, CLAIM_MISSING, CLAIM_ACCESS_MODE, NETWORK_MISSING,
-                                       QUEUE_MISSING, API_NOT_SERVED), validate=validate)
+                                       QUEUE_MISSING, API_NOT_SERVED), validate=validate,
+                  reads=Reads(pod=("priorityClassName",)))

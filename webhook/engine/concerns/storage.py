@@ -11,11 +11,14 @@ import hashlib
 
 from ...grammars.quantity import QuantityError, format_bytes, parse_quantity
 from ...policy.vocab import Action, Enforceable
-from ..concern import Concern, rule
+from ..concern import Concern
 from ..context import Context
 from ..decision import Source
 from ..paths import as_dict, field_path
+from ..reads import Reads
+from ..rule import rule
 from ..workloads import PodTemplate, Workload
+from .enforced import conflict
 
 MOUNT_CONFLICT = rule("storage.mount-conflict", Action.deny,
                       "a user mount where a dataset or the checkpoint volume goes")
@@ -131,7 +134,7 @@ def _shm(ctx: Context, containers: list, batch: _Batch) -> None:
         theirs = next((m for m in mounts if isinstance(m, dict) and m.get("mountPath") == SHM_PATH
                        and m.get("name") != SHM_VOLUME), None)
         if theirs is not None:
-            ctx.conflict(Enforceable.shm, (*cpath, "volumeMounts"), theirs.get("name"), SHM_VOLUME)
+            conflict(ctx, Enforceable.shm, (*cpath, "volumeMounts"), theirs.get("name"), SHM_VOLUME)
             continue
         batch.volume(volume, source)
         batch.mount(cpath, {"name": SHM_VOLUME, "mountPath": SHM_PATH}, source)
@@ -166,4 +169,6 @@ def _shm_fits(ctx: Context, view: PodTemplate) -> None:
                            f"raise the memory limit above {format_bytes(shm)}")
 
 
-CONCERN = Concern("storage", rules=(MOUNT_CONFLICT, SHM_EXCEEDS_MEMORY), mutate=mutate, validate=validate)
+# appends to the env lists nccl appends to: after it, so that every order gives the containers one env order
+CONCERN = Concern("storage", rules=(MOUNT_CONFLICT, SHM_EXCEEDS_MEMORY), mutate=mutate, validate=validate,
+                  reads=Reads(pod=("volumes",), container=("volumeMounts", "env", "resources")), after=("nccl",))

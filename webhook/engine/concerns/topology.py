@@ -11,14 +11,14 @@ import hashlib
 from math import ceil
 
 from ...policy.vocab import Action
-from ..concern import Concern, rule
+from ..backends import KUEUE_REQUIRED_TOPOLOGY
+from ..concern import Concern
 from ..context import Context
 from ..decision import Source
 from ..paths import field_path
-from ..workloads import PodTemplate, Workload
-from .gang import colocation_method
-
-KUEUE_REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
+from ..reads import Reads
+from ..rule import rule
+from ..workloads import GroupedGangs, PodTemplate, Workload, capable
 
 WHOLE_NODE = rule("topology.whole-node", Action.deny,
                   "a multi-pod Job whose GPUs per pod differ from the pool's per node")
@@ -30,31 +30,29 @@ COLOCATION_UNAVAILABLE = rule("topology.colocation-unavailable", Action.warn,
 
 
 def mutate(ctx: Context) -> None:
-    """Colocate the workers at the requested level, with the mechanism the gang backend understands:
-    the native gang's topology constraint (written by the gang concern), Kueue's TAS annotation, or
-    a required pod affinity on the level's node label with the Job's own pods (the first pod of a
-    group that matches its own term is schedulable, so the gang can start)."""
-    r = ctx.resolved
-    if r.level is None or r.gpu_pods <= 1:
+    """Colocate the workers at the requested level, with the mechanism the plan chose
+    (``plan.plan_colocation``): the native gang's topology constraint (written by the gang concern with the
+    gang), Kueue's TAS annotation, or a required pod affinity on the level's node label with the workload's
+    own pods (the first pod of a group that matches its own term is schedulable, so the gang can start)."""
+    r, colocation = ctx.resolved, ctx.plan.colocation
+    level = colocation.level
+    if colocation.method is None or level is None:
         return
-    method = colocation_method(ctx)
     index = next(i for i, lv in enumerate(r.pool.topology.levels) if lv.name == r.level_name)  # type: ignore[union-attr]
     source = ctx.pool_source("spec", "topology", "levels", index, "nodeLabel", note=f"level {r.level_name}")
-    if method == "kueue":
+    if colocation.method == "kueue":
         for template in ctx.pool_templates:
             path = (*template.meta_path, "annotations", KUEUE_REQUIRED_TOPOLOGY)
             if ctx.patcher.get(path) is None:
-                ctx.inject(path, r.level.nodeLabel, "topology", source)
+                ctx.inject(path, level.nodeLabel, "topology", source)
             else:
                 ctx.satisfied("topology")
-    elif method == "podAffinity":
-        _pod_affinity(ctx, r.level.nodeLabel, source)
-    elif method == "native":
-        if ctx.policy.platform.gang.backend.value != "native" or not r.gang:
-            ctx.report(COLOCATION_UNAVAILABLE, "spec.scheduling",
-                       "the native topology constraint needs the native gang backend", "")
-        elif ctx.gang_backend is not None:
-            ctx.satisfied("topology")  # the gang concern wrote the constraint with the gang
+    elif colocation.method == "podAffinity":
+        _pod_affinity(ctx, level.nodeLabel, source)
+    elif colocation.unavailable:
+        ctx.report(COLOCATION_UNAVAILABLE, "spec.scheduling", colocation.unavailable, "")
+    elif colocation.by_gang:
+        ctx.satisfied("topology")  # the gang concern writes the constraint with the gang
 
 
 def _pod_affinity(ctx: Context, node_label: str, source: Source) -> None:
@@ -76,7 +74,7 @@ def _pod_affinity(ctx: Context, node_label: str, source: Source) -> None:
         for template in ctx.pool_templates:
             ctx.inject((*template.meta_path, "labels", label), workload_label_value(w.name), "topology", source)
     term: dict = {"labelSelector": {"matchLabels": {label: workload_label_value(w.name)}}, "topologyKey": node_label}
-    if w.adapter.group_label:
+    if capable(w.adapter, GroupedGangs):
         term["matchLabelKeys"] = [w.adapter.group_label]
     for template in ctx.pool_templates:
         path = (*template.spec_path, "affinity", "podAffinity", "requiredDuringSchedulingIgnoredDuringExecution")
@@ -145,4 +143,6 @@ def validate(ctx: Context, view: Workload) -> None:
 
 
 CONCERN = Concern("topology", rules=(WHOLE_NODE, SINGLE_NODE_FIT, DOMAIN_FIT, COLOCATION_UNAVAILABLE),
-                  mutate=mutate, validate=validate)
+                  mutate=mutate, validate=validate,
+                  reads=Reads(metadata=("labels", "annotations", "name"), annotations=(KUEUE_REQUIRED_TOPOLOGY,),
+                              pod=("affinity",), container=("resources",)))

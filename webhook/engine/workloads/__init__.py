@@ -7,14 +7,30 @@ read this list."""
 from __future__ import annotations
 
 from .base import (
+    BACKEND_IDS,
+    NATIVE_JOB_SCHEDULING,
+    NATIVE_POD_GROUP,
+    WORKLOAD_READS,
     Adapter,
+    Aliased,
     ContainerRef,
+    FieldType,
     Gang,
     GangFields,
     GangMethod,
+    GangShape,
+    GangShapeProblem,
+    GroupedGangs,
+    PatchedTemplates,
     PodTemplate,
+    ResourcesOutsideTemplates,
+    RunLabelled,
+    Scale,
+    Skeleton,
     TemplateSpec,
+    UntemplatedPods,
     Workload,
+    capable,
     pod_resource_total,
     resource_count,
 )
@@ -46,6 +62,8 @@ def workload_of(obj: dict) -> Workload | None:
     return Workload(obj, adapter) if adapter is not None else None
 
 
-__all__ = ["ADAPTERS", "BY_KIND", "HANDLED_KINDS", "Adapter", "ContainerRef", "Gang", "GangFields", "GangMethod",
-           "PodTemplate", "TemplateSpec", "Workload", "adapter_for", "pod_resource_total", "resource_count",
-           "workload_of"]
+__all__ = ["ADAPTERS", "BACKEND_IDS", "BY_KIND", "HANDLED_KINDS", "NATIVE_JOB_SCHEDULING", "NATIVE_POD_GROUP",
+           "WORKLOAD_READS", "Adapter", "Aliased", "ContainerRef", "FieldType", "Gang", "GangFields", "GangMethod",
+           "GangShape", "GangShapeProblem", "GroupedGangs", "PatchedTemplates", "PodTemplate",
+           "ResourcesOutsideTemplates", "RunLabelled", "Scale", "Skeleton", "TemplateSpec", "UntemplatedPods",
+           "Workload", "adapter_for", "capable", "pod_resource_total", "resource_count", "workload_of"]

@@ -2,9 +2,11 @@
 
 A workload is one object trainadmit decides on (a batch/v1 Job, a Pod, a PyTorchJob, a JobSet…).
 Its adapter knows the kind: where its pod templates live, the role of each, how many Pods each
-yields at once, which of them its operator puts in one gang, and where the operator reads gang,
-queue and priority settings. The engine only sees ``Workload`` and ``PodTemplate`` views, so a new
-kind is one adapter module plus its tests.
+yields at once and which fields of the kind hold those counts (``Scale``), which of them its operator
+puts in one gang, and how the kind joins each gang backend (one table, ``Adapter.gangs``, for every
+kind: a batch/v1 Job and a Pod too). What only some kinds have is a small protocol (``Aliased``,
+``GangShape``, …). The engine only sees ``Workload`` and ``PodTemplate`` views, so a new kind is one
+adapter module plus its tests.
 
 The CLI reads objects as users wrote them; the server receives them after the apiserver (and, for
 custom resources, the CRD's defaults) applied. Adapters read every count with the same defaults
@@ -15,11 +17,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from functools import cached_property
-from typing import Any
+from functools import cached_property, lru_cache
+from typing import Any, Protocol, TypeGuard, TypeVar, runtime_checkable
 
 from ...grammars.quantity import as_count
 from ..paths import Path, as_dict, as_list, get_path
+from ..reads import Reads
+
+# what every Workload view and adapter reads: the kind, the identity and owners, the kind's own spec whole
+# (counts, gang settings, where the templates are); the templates' insides are read by the concerns
+WORKLOAD_READS = Reads(object=("apiVersion", "kind", "metadata", "spec"),
+                       metadata=("name", "generateName", "namespace", "labels", "annotations", "ownerReferences"))
 
 
 @dataclass(frozen=True)
@@ -41,16 +49,28 @@ class ContainerRef:
 
 
 @dataclass(frozen=True)
+class Scale:
+    """Where a template's Pod count comes from, in the kind's own fields: the fields whose product it is
+    (a JobSet's ``replicatedJobs[0].replicas`` times ``replicatedJobs[0].template.spec.parallelism``) and the
+    fields that must change with them (a batch/v1 Job's ``completions``). Advice about the number of
+    workers names these, so that it speaks of fields the user's kind has."""
+
+    fields: tuple[Path, ...]
+    follow: tuple[Path, ...] = ()
+
+
+@dataclass(frozen=True)
 class TemplateSpec:
     """Where an adapter found a pod template: the path to the PodTemplateSpec (``()`` for a Pod,
-    whose own metadata and spec play that part), its role, the Pods it yields at once, and whether
-    the operator counts them in the workload's gang."""
+    whose own metadata and spec play that part), its role, the Pods it yields at once, whether
+    the operator counts them in the workload's gang, and the fields that hold that count."""
 
     root: Path
     role: str
     pods: int
     in_gang: bool = True
     label: str = ""  # how messages name it: "Worker", "workerGroupSpecs[0] (gpu-group)"
+    scale: Scale | None = None  # None: a fixed count (a Ray head, a Pod)
 
 
 class PodTemplate:
@@ -124,27 +144,31 @@ def count(value: Any, default: int) -> int:
 class GangMethod(StrEnum):
     """How a workload of a kind joins a gang under one backend.
 
-    - ``job``: a batch/v1 Job's own mechanism (the engine's Job logic).
+    - ``spec``: the kind has a gang field of its own (a batch/v1 Job's ``spec.scheduling``, 1.37): trainadmit
+      writes the gang there and the kind's controller builds the rest (Workload + PodGroup).
     - ``templates``: trainadmit writes the backend's keys on every gang template and its reconciler
       creates the PodGroup, owned by the workload, once it exists (the operator forms no gang).
-    - ``fields``: trainadmit writes the keys the operator itself reads on the custom resource
-      (minimum size, queue, priority, the switch that turns its gang on); the operator and the
-      backend do the rest. It needs the operator configured for that backend (a flag trainadmit
-      cannot see): the README lists the flag per kind.
+    - ``fields``: trainadmit writes the keys the operator (or the backend's own controller) reads on the
+      object (minimum size, queue, priority, the switch that turns its gang on); they do the rest. For an
+      operator it needs the operator configured for that backend (a flag trainadmit cannot see): the
+      README lists the flag per kind.
     - ``kueue``: the queue label and the kind's suspend flag (Kueue admits the whole workload at once).
+    - ``unsized``: the kind cannot tell its gang's size (a bare Pod: its siblings are unknown here); gang
+      intent gets a warning and no gang.
     - ``unsupported``: the kind cannot carry this backend's gang; a warning says why.
     """
 
-    job = "job"
+    spec = "spec"
     templates = "templates"
     fields = "fields"
     kueue = "kueue"
+    unsized = "unsized"
     unsupported = "unsupported"
 
 
 @dataclass(frozen=True)
 class GangFields:
-    """Where a kind's operator reads its gang settings on the custom resource (``fields`` method).
+    """Where a kind's operator reads its gang settings on the object (``fields`` method).
     Values under labels/annotations are written as strings."""
 
     size: Path | None = None  # minimum number of Pods
@@ -154,45 +178,70 @@ class GangFields:
     queue_crd_default: str | None = None
     priority: Path | None = None  # PriorityClass name
     switch: tuple[Path, str] | None = None  # a key that turns the operator's gang on, and its value
-    scheduler_on_templates: bool = False  # the operator does not set schedulerName itself
     reads: str = ""  # for the README: which operator setting makes it act on these fields
 
 
 @dataclass(frozen=True)
 class Gang:
-    """One backend's way for a kind: the method, the CR fields (``fields``), or why not (``unsupported``)."""
+    """One backend's way for a kind: the method and what it needs, or why not (``unsupported``, ``unsized``).
+
+    ``path``: the kind's own gang field (``spec``); ``fields``: the keys its operator reads (``fields``);
+    ``suspend``: the kind's suspend flag (``kueue``; None: Kueue gates the Pods itself); ``scheduler_name``:
+    trainadmit writes the policy's scheduler name on the gang templates (always for ``templates``: the
+    PodGroup is the scheduler's)."""
 
     method: GangMethod
     fields: GangFields | None = None
     reason: str = ""
+    path: Path | None = None
+    suspend: Path | None = None
+    scheduler_name: bool = False
+
+    @property
+    def writes_scheduler_name(self) -> bool:
+        return self.scheduler_name or self.method is GangMethod.templates
+
+
+# The gang backends a kind can be asked to join, by id: the policy's backend, and for native the mode
+# (a kind without a gang field of its own joins a native gang in pod-group mode).
+NATIVE_JOB_SCHEDULING = "native/job-scheduling"
+NATIVE_POD_GROUP = "native/pod-group"
+BACKEND_IDS = (NATIVE_JOB_SCHEDULING, NATIVE_POD_GROUP, "coscheduling", "volcano", "kueue")
+
+
+@dataclass(frozen=True)
+class FieldType:
+    """A field of the kind the engine reads, and the type it must have (else ``object.malformed``)."""
+
+    path: Path
+    kind: type | tuple[type, ...]
+    what: str  # "a whole number"
 
 
 class Adapter:
     """One workload kind. Subclasses declare the kind and find its templates; the engine asks the rest.
     The base class itself stands for "a kind trainadmit does not handle": no templates.
 
-    ``kueue_suspend``: where the kind's own suspend flag lives (Kueue admits a workload by
-    unsuspending it), None when Kueue cannot manage the kind."""
+    What only some kinds have is a small protocol below (``Aliased``, ``Skeleton``, …), checked with
+    ``isinstance``, not a flag every adapter carries."""
 
     group: str = ""
     versions: tuple[str, ...] = ("v1",)
     kind: str = ""
     plural: str = ""
     operator: str = ""  # who creates its Pods, for messages ("the Kubeflow training operator")
-    kueue_suspend: Path | None = ("spec", "suspend")
-    # backend name (native, coscheduling, volcano, kueue) -> how this kind joins that backend's gang
+    # gang backend id (BACKEND_IDS) -> how this kind joins that backend's gang
     gangs: dict[str, Gang] = {}
     # where the pod templates are, as path patterns: "*" any map value, "[]" any list item; the webhook
     # configuration's matchConditions are generated from them (tests/test_operators.py checks that every
     # template ``templates()`` finds is an instance of one)
     template_patterns: tuple[Path, ...] = ()
-    # ResourceRequirements a kind keeps outside its templates (a TrainJob's spec.trainer.resourcesPerNode)
-    resource_patterns: tuple[Path, ...] = ()
     # a label every Pod of the workload carries, to select them all for topology colocation; None:
     # trainadmit puts its own workload label on the templates
     pods_label: str | None = None
-    # gangs are per group of Pods (LeaderWorkerSet): the label whose value differs between groups
-    group_label: str | None = None
+    # fields of the kind the engine reads whose type must be right (a Job's parallelism is a number)
+    field_types: tuple[FieldType, ...] = ()
+    required: tuple[Path, ...] = ()  # fields the kind cannot do without (a Job's spec)
 
     @property
     def api_versions(self) -> tuple[str, ...]:
@@ -201,40 +250,124 @@ class Adapter:
     def templates(self, obj: dict) -> list[TemplateSpec]:
         return []
 
+    def template_roots(self, obj: dict) -> list[Path]:
+        """Where the templates are (a kind with fixed places answers without counting its Pods)."""
+        return [t.root for t in self.templates(obj)]
+
     def child_labels(self) -> tuple[str, ...]:
         """Labels this kind's operator puts on the Pods (and child objects) it creates: at least the one
         naming the workload, when there is one."""
         return (self.pods_label,) if self.pods_label else ()
 
-    # the templates take a priorityClassName (TrainJob's runtime patches cannot carry one)
-    template_priority: bool = True
-    # the templates take a new init container, such as the preflight (TrainJob's runtime patches can only
-    # change the volume mounts, env and security context of init containers the runtime already has)
-    template_init_containers: bool = True
-
     def template_view(self, obj: dict, spec: TemplateSpec) -> PodTemplate:
         """How the engine reads a template (a kind whose Pods are assembled from several places overrides it)."""
         return PodTemplate(obj, spec)
-
-    def aliases(self, obj: dict) -> list[tuple[Path, Path]]:
-        """Writes under the first path go to the second (a TrainJob's container resources and env live in
-        spec.trainer, not in its runtime patch)."""
-        return []
-
-    def skeleton(self, obj: dict) -> tuple[Path, dict] | None:
-        """(list path, entry) to append before mutating, when the kind's writable template needs one."""
-        return None
-
-    def untemplated_pods(self, obj: dict) -> int:
-        """Pods the operator creates from no template the object holds (its built-in defaults)."""
-        return 0
 
     def gang_size(self, obj: dict, templates: list[TemplateSpec]) -> int:
         """Pods the operator counts in one gang (by default every Pod of an in-gang template)."""
         return sum(t.pods for t in templates if t.in_gang)
 
     def gang(self, backend: str) -> Gang:
+        """How this kind joins the backend ``backend`` (an id of BACKEND_IDS)."""
         return self.gangs.get(backend, Gang(GangMethod.unsupported, reason=f"{self.kind} has no {backend} integration"))
+
+    def backend_id(self, backend: str, native_mode: str) -> str:
+        """The id of the gang this kind joins when the policy's backend is ``backend``: native in the
+        policy's mode where the kind has it, else in pod-group mode (every kind with templates has that)."""
+        if backend != "native":
+            return backend
+        wanted = f"native/{native_mode}"
+        return wanted if wanted in self.gangs else NATIVE_POD_GROUP
+
+
+# ---- optional capabilities ---------------------------------------------------------------------------
+
+C = TypeVar("C")
+
+def capable(adapter: Adapter, capability: type[C]) -> TypeGuard[C]:
+    """Whether ``adapter`` has an optional ``capability`` (one of the protocols below). Adapters are one
+    object per kind, so the answer is remembered: a runtime protocol check walks the protocol's members."""
+    return _capable(adapter, capability)
+
+
+@lru_cache(maxsize=256)
+def _capable(adapter: Adapter, capability: type) -> bool:
+    return isinstance(adapter, capability)
+
+
+@runtime_checkable
+class Aliased(Protocol):
+    """Writes under some template paths really go elsewhere (a TrainJob's container resources and env
+    live in ``spec.trainer``, not in its runtime patch)."""
+
+    def aliases(self, obj: dict) -> list[tuple[Path, Path]]: ...
+
+
+@runtime_checkable
+class Skeleton(Protocol):
+    """The kind's writable template needs parents added before anything is written into it (a TrainJob's
+    runtime patch of trainadmit's own)."""
+
+    def skeleton(self, obj: dict) -> tuple[Path, dict] | None: ...
+
+
+@runtime_checkable
+class UntemplatedPods(Protocol):
+    """The operator creates Pods from no template the object holds (a RayJob's default submitter)."""
+
+    def untemplated_pods(self, obj: dict) -> int: ...
+
+
+@runtime_checkable
+class GroupedGangs(Protocol):
+    """The workload is several gangs, one per group of Pods (a LeaderWorkerSet): ``group_label`` is the
+    label whose value differs between groups."""
+
+    group_label: str
+
+
+@runtime_checkable
+class PatchedTemplates(Protocol):
+    """The kind's templates are patches over a runtime's (a TrainJob's runtime patches), which cannot
+    carry every field of a pod template: ``cannot_carry`` names the ones they cannot (``priorityClassName``,
+    ``initContainers``: a new init container)."""
+
+    cannot_carry: frozenset[str]
+
+
+@runtime_checkable
+class ResourcesOutsideTemplates(Protocol):
+    """The kind asks for container resources outside its templates (a TrainJob's
+    ``spec.trainer.resourcesPerNode``): path patterns of those ResourceRequirements."""
+
+    resource_patterns: tuple[Path, ...]
+
+
+@dataclass(frozen=True)
+class GangShapeProblem:
+    """Why a workload cannot run as one gang in its own terms (a Job that is not Indexed): ``rule`` is the
+    suffix of the gang rule it breaks (``completion-mode``)."""
+
+    rule: str
+    path: str
+    message: str
+    hint: str
+
+
+@runtime_checkable
+class GangShape(Protocol):
+    """The kind has fields that must take certain values for its Pods to run as one gang (a batch/v1
+    Job: Indexed, parallelism = completions)."""
+
+    def gang_shape(self, obj: dict, workers: int) -> list[GangShapeProblem]: ...
+
+
+@runtime_checkable
+class RunLabelled(Protocol):
+    """Every run of the workload labels its Pods with a value unique to the run (a Job's controller uid),
+    so that a ``generateName`` workload's gang can still be told apart: ``run_label`` is that label."""
+
+    run_label: str
 
 
 class Workload:
@@ -300,16 +433,13 @@ class Workload:
     @property
     def pods(self) -> int:
         """Pods that run at once across all templates (and any the operator makes from no template)."""
-        return sum(t.pods for t in self.templates) + self.adapter.untemplated_pods(self.obj)
+        extra = self.adapter.untemplated_pods(self.obj) if capable(self.adapter, UntemplatedPods) else 0
+        return sum(t.pods for t in self.templates) + extra
 
     @cached_property
     def gang_size(self) -> int:
         """Pods the operator counts in one gang of the workload."""
         return self.adapter.gang_size(self.obj, [t.spec for t in self.templates])
-
-    @property
-    def is_batch_job(self) -> bool:
-        return self.kind == "Job" and self.api_version == "batch/v1"
 
 
 def resource_count(container: dict, resource: str) -> tuple[int | None, int | None, bool]:

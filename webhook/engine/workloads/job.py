@@ -2,18 +2,42 @@
 
 Defaults as the apiserver applies them (pkg/apis/batch/v1/defaults.go): parallelism 1; completions
 1 only when both are unset; completionMode NonIndexed; suspend false.
+
+Gangs: native 1.37 ``Job.spec.scheduling.schedulingPolicy.gang.minCount`` (the Job controller builds the
+Workload and PodGroup) or, in ``pod-group`` mode, ``schedulingGroup`` on the template plus a PodGroup from
+trainadmit's reconciler; coscheduling's label + PodGroup (reconciler); Volcano's
+``scheduling.volcano.sh/group-min-member`` on the Job (Volcano's pg-controller builds the PodGroup); Kueue's
+queue label and ``suspend: true``. A gang Job runs all ranks at once, each with a stable rank: Indexed,
+parallelism = completions.
 """
 
 from __future__ import annotations
 
-from ..paths import as_dict, get_path
-from .base import Adapter, Gang, GangMethod, TemplateSpec, count
+from ..backends import VOLCANO_MIN_MEMBER, VOLCANO_QUEUE
+from ..paths import Path, as_dict, get_path
+from .base import (
+    NATIVE_JOB_SCHEDULING,
+    NATIVE_POD_GROUP,
+    Adapter,
+    FieldType,
+    Gang,
+    GangFields,
+    GangMethod,
+    GangShapeProblem,
+    Scale,
+    TemplateSpec,
+    count,
+)
 
 JOB_TEMPLATE = ("spec", "template")
+PARALLELISM = ("spec", "parallelism")
+COMPLETIONS = ("spec", "completions")
+JOB_RUN_LABEL = "batch.kubernetes.io/controller-uid"  # the Job controller's label: unique to one run of a Job
+SCALE = Scale((PARALLELISM,), (COMPLETIONS,))
 
 
 def parallelism(obj: dict) -> int:
-    return count(get_path(obj, ("spec", "parallelism")), 1)
+    return count(get_path(obj, PARALLELISM), 1)
 
 
 def completions(obj: dict) -> int | None:
@@ -32,9 +56,42 @@ def completion_mode(obj: dict) -> str:
 class JobAdapter(Adapter):
     group, versions, kind, plural = "batch", ("v1",), "Job", "jobs"
     operator = "the Job controller"
-    gangs = {b: Gang(GangMethod.job) for b in ("native", "coscheduling", "volcano", "kueue")}
+    gangs = {
+        NATIVE_JOB_SCHEDULING: Gang(GangMethod.spec, path=("spec", "scheduling"), scheduler_name=True),
+        NATIVE_POD_GROUP: Gang(GangMethod.templates),
+        "coscheduling": Gang(GangMethod.templates),
+        "volcano": Gang(GangMethod.fields, GangFields(
+            size=("metadata", "annotations", VOLCANO_MIN_MEMBER),
+            queue=(*JOB_TEMPLATE, "metadata", "annotations", VOLCANO_QUEUE),
+            reads="Volcano's pg-controller"), scheduler_name=True),
+        "kueue": Gang(GangMethod.kueue, suspend=("spec", "suspend"), scheduler_name=True),
+    }
     pods_label = "batch.kubernetes.io/job-name"
+    run_label = JOB_RUN_LABEL
     template_patterns = (JOB_TEMPLATE,)
+    required = (("spec",),)
+    field_types = (FieldType(PARALLELISM, int, "a whole number"), FieldType(COMPLETIONS, int, "a whole number"),
+                   FieldType(("spec", "completionMode"), str, "a string"), FieldType(("spec", "suspend"), bool,
+                                                                                      "a boolean"),
+                   FieldType(JOB_TEMPLATE, dict, "a map"))
 
     def templates(self, obj: dict) -> list[TemplateSpec]:
-        return [TemplateSpec(JOB_TEMPLATE, "worker", parallelism(obj), True, "spec.template")]
+        return [TemplateSpec(JOB_TEMPLATE, "worker", parallelism(obj), True, "spec.template", SCALE)]
+
+    def template_roots(self, obj: dict) -> list[Path]:
+        return [JOB_TEMPLATE]
+
+    def gang_shape(self, obj: dict, workers: int) -> list[GangShapeProblem]:
+        mode, parallel, done = completion_mode(obj), parallelism(obj), completions(obj)
+        out = []
+        if mode != "Indexed":
+            out.append(GangShapeProblem(
+                "completion-mode", "spec.completionMode",
+                f"a gang Job needs completionMode Indexed so each of its {workers} workers gets a stable rank, "
+                f"got {mode}", "set spec.completionMode: Indexed"))
+        if done != parallel:
+            out.append(GangShapeProblem(
+                "parallelism-completions", "spec.completions",
+                f"parallelism {parallel} and completions {done if done is not None else '(unset)'} differ: "
+                "a gang runs all ranks at once", f"set spec.completions: {parallel}"))
+        return out

@@ -11,7 +11,7 @@ label and ``spec.suspend``.
 from __future__ import annotations
 
 from ..paths import as_list, get_path
-from .base import Adapter, Gang, GangMethod, TemplateSpec, count
+from .base import NATIVE_POD_GROUP, Adapter, Gang, GangMethod, Scale, TemplateSpec, count
 
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 
@@ -19,8 +19,8 @@ JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 class JobSetAdapter(Adapter):
     group, versions, kind, plural = "jobset.x-k8s.io", ("v1alpha2",), "JobSet", "jobsets"
     operator = "the JobSet controller"
-    gangs = {"native": Gang(GangMethod.templates), "coscheduling": Gang(GangMethod.templates),
-             "volcano": Gang(GangMethod.templates), "kueue": Gang(GangMethod.kueue)}
+    gangs = {NATIVE_POD_GROUP: Gang(GangMethod.templates), "coscheduling": Gang(GangMethod.templates),
+             "volcano": Gang(GangMethod.templates), "kueue": Gang(GangMethod.kueue, suspend=("spec", "suspend"))}
     pods_label = JOBSET_NAME
     template_patterns = (("spec", "replicatedJobs", "[]", "template", "spec", "template"),)
 
@@ -31,6 +31,8 @@ class JobSetAdapter(Adapter):
                 continue
             parallelism = count(get_path(rjob, ("template", "spec", "parallelism")), 1)
             name = rjob.get("name") if isinstance(rjob.get("name"), str) else str(i)
-            out.append(TemplateSpec(("spec", "replicatedJobs", i, "template", "spec", "template"), name,
-                                    count(rjob.get("replicas"), 1) * parallelism, True, f"replicatedJobs[{name}]"))
+            at = ("spec", "replicatedJobs", i)
+            out.append(TemplateSpec((*at, "template", "spec", "template"), name,
+                                    count(rjob.get("replicas"), 1) * parallelism, True, f"replicatedJobs[{name}]",
+                                    Scale(((*at, "replicas"), (*at, "template", "spec", "parallelism")))))
         return out

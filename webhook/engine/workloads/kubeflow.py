@@ -12,9 +12,10 @@ replicas, v2beta1: workers + 1; ``queue``; ``priorityClass``). Kueue queues them
 from __future__ import annotations
 
 from ..paths import as_dict, get_path
-from .base import Adapter, Gang, GangFields, GangMethod, TemplateSpec, count
+from .base import NATIVE_POD_GROUP, Adapter, Gang, GangFields, GangMethod, Scale, TemplateSpec, count
 
 POLICY = ("spec", "runPolicy", "schedulingPolicy")
+RUN_POLICY_SUSPEND = ("spec", "runPolicy", "suspend")
 TRAINING_OPERATOR = "training-operator --gang-scheduler-name"
 
 
@@ -25,7 +26,8 @@ def _replica_templates(obj: dict, field: str, defaults: dict[str, int]) -> list[
         if not isinstance(replica, dict) or not isinstance(replica.get("template"), dict):
             continue
         pods = count(replica.get("replicas"), defaults.get(key.capitalize(), 1))
-        out.append(TemplateSpec(("spec", field, key, "template"), key.lower(), pods, True, f"{field}.{key}"))
+        out.append(TemplateSpec(("spec", field, key, "template"), key.lower(), pods, True, f"{field}.{key}",
+                                Scale((("spec", field, key, "replicas"),))))
     return out
 
 
@@ -55,12 +57,11 @@ class _KubeflowAdapter(Adapter):
 class PyTorchJobAdapter(_KubeflowAdapter):
     group, versions, kind, plural = "kubeflow.org", ("v1",), "PyTorchJob", "pytorchjobs"
     operator = "the Kubeflow training operator"
-    kueue_suspend = ("spec", "runPolicy", "suspend")
     gangs = {
-        "native": Gang(GangMethod.templates),
+        NATIVE_POD_GROUP: Gang(GangMethod.templates),
         "coscheduling": Gang(GangMethod.fields, _fields(False, False, f"{TRAINING_OPERATOR}=scheduler-plugins")),
         "volcano": Gang(GangMethod.fields, _fields(True, True, f"{TRAINING_OPERATOR}=volcano")),
-        "kueue": Gang(GangMethod.kueue),
+        "kueue": Gang(GangMethod.kueue, suspend=RUN_POLICY_SUSPEND),
     }
     replicas_field, default_replicas = "pytorchReplicaSpecs", {"Master": 1, "Worker": 1}
 
@@ -77,11 +78,11 @@ class PyTorchJobAdapter(_KubeflowAdapter):
 class MPIJobV1Adapter(_KubeflowAdapter):
     group, versions, kind, plural = "kubeflow.org", ("v1",), "MPIJob", "mpijobs"
     operator = "the Kubeflow training operator"
-    kueue_suspend = None  # Kueue's MPIJob integration is built on v2beta1 and claims only kubeflow.org/v2*
     gangs = {
-        "native": Gang(GangMethod.templates),
+        NATIVE_POD_GROUP: Gang(GangMethod.templates),
         "coscheduling": Gang(GangMethod.fields, _fields(False, False, f"{TRAINING_OPERATOR}=scheduler-plugins")),
         "volcano": Gang(GangMethod.fields, _fields(True, True, f"{TRAINING_OPERATOR}=volcano")),
+        # Kueue's MPIJob integration is built on v2beta1 and claims only kubeflow.org/v2*
         "kueue": Gang(GangMethod.unsupported, reason="Kueue manages kubeflow.org/v2beta1 MPIJobs only"),
     }
     replicas_field, default_replicas = "mpiReplicaSpecs", {"Launcher": 1, "Worker": 0}
@@ -90,13 +91,13 @@ class MPIJobV1Adapter(_KubeflowAdapter):
 class MPIJobV2Adapter(_KubeflowAdapter):
     group, versions, kind, plural = "kubeflow.org", ("v2beta1",), "MPIJob", "mpijobs"
     operator = "the MPI operator"
-    kueue_suspend = ("spec", "runPolicy", "suspend")
     gangs = {
-        "native": Gang(GangMethod.unsupported, reason="the v2beta1 MPIJob CRD's pod template has no schedulingGroup "
-                                                       "(a 1.35 PodSpec): the apiserver would prune it"),
+        NATIVE_POD_GROUP: Gang(GangMethod.unsupported,
+                               reason="the v2beta1 MPIJob CRD's pod template has no schedulingGroup (a 1.35 PodSpec): "
+                                      "the apiserver would prune it"),
         "coscheduling": Gang(GangMethod.fields, _fields(False, False, "mpi-operator --gang-scheduling=<name>")),
         "volcano": Gang(GangMethod.fields, _fields(True, True, "mpi-operator --gang-scheduling=volcano")),
-        "kueue": Gang(GangMethod.kueue),
+        "kueue": Gang(GangMethod.kueue, suspend=RUN_POLICY_SUSPEND),
     }
     # the launcher is one batch/v1 Job's Pod; workers are Pods of the MPIJob
     replicas_field, default_replicas = "mpiReplicaSpecs", {"Launcher": 1, "Worker": 0}

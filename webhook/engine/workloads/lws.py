@@ -11,9 +11,12 @@ would need a PodGroup name per group, which one shared template cannot carry.
 
 from __future__ import annotations
 
+from ..backends import VOLCANO_QUEUE
 from ..paths import get_path
-from .base import Adapter, Gang, GangFields, GangMethod, TemplateSpec, count
+from .base import NATIVE_POD_GROUP, Adapter, Gang, GangFields, GangMethod, Scale, TemplateSpec, count
 
+REPLICAS = ("spec", "replicas")
+SIZE = ("spec", "leaderWorkerTemplate", "size")
 _PER_GROUP = ("a gang per group needs a PodGroup name per group, which LeaderWorkerSet's one shared template "
               "cannot carry")
 
@@ -21,14 +24,13 @@ _PER_GROUP = ("a gang per group needs a PodGroup name per group, which LeaderWor
 class LeaderWorkerSetAdapter(Adapter):
     group, versions, kind, plural = "leaderworkerset.x-k8s.io", ("v1",), "LeaderWorkerSet", "leaderworkersets"
     operator = "the LeaderWorkerSet controller"
-    kueue_suspend = None  # Kueue gates the Pods of each group itself
     gangs = {
-        "native": Gang(GangMethod.unsupported, reason=_PER_GROUP),
+        NATIVE_POD_GROUP: Gang(GangMethod.unsupported, reason=_PER_GROUP),
         "coscheduling": Gang(GangMethod.unsupported, reason=_PER_GROUP),
         "volcano": Gang(GangMethod.fields, GangFields(
-            queue=("metadata", "annotations", "scheduling.volcano.sh/queue-name"), scheduler_on_templates=True,
-            reads="LWS config gangSchedulingManagement.schedulerProvider: volcano")),
-        "kueue": Gang(GangMethod.kueue),
+            queue=("metadata", "annotations", VOLCANO_QUEUE),
+            reads="LWS config gangSchedulingManagement.schedulerProvider: volcano"), scheduler_name=True),
+        "kueue": Gang(GangMethod.kueue),  # no suspend: Kueue gates the Pods of each group itself
     }
     pods_label = "leaderworkerset.sigs.k8s.io/name"
     group_label = "leaderworkerset.sigs.k8s.io/group-index"
@@ -37,16 +39,18 @@ class LeaderWorkerSetAdapter(Adapter):
 
     def templates(self, obj: dict) -> list[TemplateSpec]:
         base = ("spec", "leaderWorkerTemplate")
-        groups = count(get_path(obj, ("spec", "replicas")), 1)
-        size = max(count(get_path(obj, (*base, "size")), 1), 1)
+        groups = count(get_path(obj, REPLICAS), 1)
+        size = max(count(get_path(obj, SIZE), 1), 1)
         out = []
         has_leader = isinstance(get_path(obj, (*base, "leaderTemplate")), dict)
         if has_leader:
-            out.append(TemplateSpec((*base, "leaderTemplate"), "leader", groups, True, "leaderTemplate"))
+            out.append(TemplateSpec((*base, "leaderTemplate"), "leader", groups, True, "leaderTemplate",
+                                    Scale((REPLICAS,))))
         if isinstance(get_path(obj, (*base, "workerTemplate")), dict):
             workers = groups * (size - 1 if has_leader else size)
-            out.append(TemplateSpec((*base, "workerTemplate"), "worker", workers, True, "workerTemplate"))
+            out.append(TemplateSpec((*base, "workerTemplate"), "worker", workers, True, "workerTemplate",
+                                    Scale((REPLICAS, SIZE))))
         return out
 
     def gang_size(self, obj: dict, templates: list[TemplateSpec]) -> int:
-        return max(count(get_path(obj, ("spec", "leaderWorkerTemplate", "size")), 1), 1)
+        return max(count(get_path(obj, SIZE), 1), 1)

@@ -14,17 +14,17 @@ queue and priority come from the CR labels ``volcano.sh/queue-name`` and ``ray.i
 from __future__ import annotations
 
 from ..paths import Path, as_dict, as_list, get_path
-from .base import Adapter, Gang, GangFields, GangMethod, TemplateSpec, count
+from .base import NATIVE_POD_GROUP, Adapter, Gang, GangFields, GangMethod, Scale, TemplateSpec, count
 
 _GANGS = {
-    "native": Gang(GangMethod.templates),
+    NATIVE_POD_GROUP: Gang(GangMethod.templates),
     "coscheduling": Gang(GangMethod.fields, GangFields(switch=(("metadata", "labels", "ray.io/gang-scheduling-enabled"),
                                                                "true"),
                                                        reads="kuberay-operator --batch-scheduler=scheduler-plugins")),
     "volcano": Gang(GangMethod.fields, GangFields(queue=("metadata", "labels", "volcano.sh/queue-name"),
                                                   priority=("metadata", "labels", "ray.io/priority-class-name"),
                                                   reads="kuberay-operator --batch-scheduler=volcano")),
-    "kueue": Gang(GangMethod.kueue),
+    "kueue": Gang(GangMethod.kueue, suspend=("spec", "suspend")),
 }
 
 
@@ -40,8 +40,9 @@ def _cluster_templates(obj: dict, base: Path) -> list[TemplateSpec]:
         low, high = count(group.get("minReplicas"), 0), count(group.get("maxReplicas"), 2147483647)
         pods = 0 if group.get("suspend") is True else min(max(replicas, low), high) * count(group.get("numOfHosts"), 1)
         name = group.get("groupName") if isinstance(group.get("groupName"), str) else str(i)
-        out.append(TemplateSpec((*base, "workerGroupSpecs", i, "template"), "worker", pods, True,
-                                f"workerGroupSpecs[{name}]"))
+        group_path = (*base, "workerGroupSpecs", i)
+        out.append(TemplateSpec((*group_path, "template"), "worker", pods, True, f"workerGroupSpecs[{name}]",
+                                Scale(((*group_path, "replicas"), (*group_path, "numOfHosts")))))
     return out
 
 

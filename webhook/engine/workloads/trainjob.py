@@ -21,9 +21,10 @@ from __future__ import annotations
 from functools import cached_property
 
 from ..paths import Path, as_dict, as_list, get_path
-from .base import Adapter, Gang, GangMethod, PodTemplate, TemplateSpec, count
+from .base import NATIVE_POD_GROUP, Adapter, Gang, GangMethod, PodTemplate, Scale, TemplateSpec, count
 
 MANAGER = "trainadmit.io/admission"
+NUM_NODES = ("spec", "trainer", "numNodes")
 NODE = "node"  # the trainer's replicated job and container, as Trainer's runtimes name them
 _RUNTIME = "Trainer forms gangs from the TrainingRuntime's podGroupPolicy, which a TrainJob cannot change"
 
@@ -63,22 +64,22 @@ class TrainJobTemplate(PodTemplate):
 class TrainJobAdapter(Adapter):
     group, versions, kind, plural = "trainer.kubeflow.org", ("v1alpha1",), "TrainJob", "trainjobs"
     operator = "Kubeflow Trainer"
-    gangs = {"native": Gang(GangMethod.unsupported, reason=_RUNTIME),
+    gangs = {NATIVE_POD_GROUP: Gang(GangMethod.unsupported, reason=_RUNTIME),
              "coscheduling": Gang(GangMethod.unsupported, reason=_RUNTIME),
              "volcano": Gang(GangMethod.unsupported, reason=_RUNTIME),
-             "kueue": Gang(GangMethod.kueue)}
+             "kueue": Gang(GangMethod.kueue, suspend=("spec", "suspend"))}
     pods_label = "jobset.sigs.k8s.io/jobset-name"  # TrainJob -> JobSet of the same name -> Jobs -> Pods
     template_patterns = (("spec", "runtimePatches", "[]", "trainingRuntimeSpec", "template", "spec", "replicatedJobs",
                           "[]", "template", "spec", "template"),)
     resource_patterns = (("spec", "trainer", "resourcesPerNode"),)  # where its GPUs are asked for
-    template_priority = False
-    template_init_containers = False
+    # runtime patches may not set a PriorityClass, nor add init containers (only change the runtime's)
+    cannot_carry = frozenset({"priorityClassName", "initContainers"})
 
     def templates(self, obj: dict) -> list[TemplateSpec]:
         if not isinstance(get_path(obj, ("spec", "trainer")), dict):
             return []
-        pods = count(get_path(obj, ("spec", "trainer", "numNodes")), 1)
-        return [TemplateSpec(_root(obj), "node", pods, True, "spec.trainer / runtime patch node")]
+        pods = count(get_path(obj, NUM_NODES), 1)
+        return [TemplateSpec(_root(obj), "node", pods, True, "spec.trainer / runtime patch node", Scale((NUM_NODES,)))]
 
     def template_view(self, obj: dict, spec: TemplateSpec) -> PodTemplate:
         return TrainJobTemplate(obj, spec)

@@ -12,7 +12,7 @@ tells it from a batch/v1 Job.
 from __future__ import annotations
 
 from ..paths import as_list, get_path
-from .base import Adapter, Gang, GangFields, GangMethod, TemplateSpec, count
+from .base import NATIVE_POD_GROUP, Adapter, Gang, GangFields, GangMethod, Scale, TemplateSpec, count
 
 _FIELDS = GangFields(size=("spec", "minAvailable"), queue=("spec", "queue"), queue_crd_default="default",
                      priority=("spec", "priorityClassName"),
@@ -23,8 +23,7 @@ _ALWAYS = Gang(GangMethod.fields, _FIELDS)
 class VolcanoJobAdapter(Adapter):
     group, versions, kind, plural = "batch.volcano.sh", ("v1alpha1",), "Job", "jobs"
     operator = "Volcano's job controller"
-    kueue_suspend = None
-    gangs = {"native": _ALWAYS, "coscheduling": _ALWAYS, "volcano": _ALWAYS,
+    gangs = {NATIVE_POD_GROUP: _ALWAYS, "coscheduling": _ALWAYS, "volcano": _ALWAYS,
              "kueue": Gang(GangMethod.unsupported, reason="Kueue has no Volcano Job integration")}
     pods_label = "volcano.sh/job-name"
     template_patterns = (("spec", "tasks", "[]", "template"),)
@@ -36,7 +35,7 @@ class VolcanoJobAdapter(Adapter):
                 continue
             name = task.get("name") if isinstance(task.get("name"), str) else str(i)
             out.append(TemplateSpec(("spec", "tasks", i, "template"), name, count(task.get("replicas"), 1), True,
-                                    f"tasks[{name}]"))
+                                    f"tasks[{name}]", Scale((("spec", "tasks", i, "replicas"),))))
         return out
 
     def gang_size(self, obj: dict, templates: list[TemplateSpec]) -> int:

@@ -11,13 +11,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..policy import PolicySet
-from ..policy.vocab import Action
-from .concern import Concern, RuleId, rule
-from .workloads import PodTemplate, Workload, pod_resource_total
+from ...policy import PolicySet
+from ...policy.vocab import Action
+from ..concern import Concern
+from ..reads import INTENT_KEYS, Reads
+from ..rule import RuleId, rule
+from ..workloads import PodTemplate, Workload, pod_resource_total
 
 if TYPE_CHECKING:  # types only: the engine runs on cached policy records too (policy.cache)
-    from ..policy.models import CheckpointClassSpec, DatasetSpec, PoolSpec, PriorityTierSpec, TopologyLevel
+    from ...policy.models import CheckpointClassSpec, DatasetSpec, PoolSpec, PriorityTierSpec, TopologyLevel
 
 MIG_PREFIX = "nvidia.com/mig-"
 
@@ -30,8 +32,12 @@ UNKNOWN_CHECKPOINT = rule("intent.unknown-checkpoint", Action.deny,
 UNKNOWN_PRIORITY = rule("intent.unknown-priority", Action.deny, "the priority annotation names no PriorityTier")
 NO_POOL = rule("intent.no-pool", Action.deny,
                "a GPU workload no pool fits: no pool for its GPU type, or it asks for a fabric no pool provides")
+# the intent keys (and what matching reads: who owns the object), the fabrics asked for (annotation keys,
+# resources), the GPU resources of every container
 CONCERN = Concern("intent", rules=(INVALID, UNKNOWN_POOL, UNKNOWN_TOPOLOGY, UNKNOWN_DATASET, UNKNOWN_CHECKPOINT,
-                                   UNKNOWN_PRIORITY, NO_POOL))
+                                   UNKNOWN_PRIORITY, NO_POOL),
+                  reads=Reads(metadata=("labels", "annotations", "ownerReferences"), annotations=(INTENT_KEYS,),
+                              container=("resources",), init_container=("resources",)))
 
 Report = Callable[[RuleId, str, str, str], None]
 

@@ -12,18 +12,20 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 
-from ..policy import PolicySet
-from ..policy.vocab import Action
-from .concern import Concern, rule
-from .concerns.gang import MEMBERSHIP_LOST
-from .context import Context
-from .paths import get_path, pointer
+from ...policy import PolicySet
+from ...policy.vocab import Action
+from ..concern import Concern
+from ..context import Context
+from ..paths import get_path, pointer
+from ..reads import INTENT_KEYS, Reads
+from ..rule import rule
+from .gang import MEMBERSHIP_LOST
 
 NOT_MUTATED = rule("final.not-mutated", Action.deny,
                    "/validate sees an object trainadmit's mutating webhook never processed")
 INJECTION_LOST = rule("final.injection-lost", Action.deny,
                       "/validate: fields trainadmit injected are missing from the object about to be stored")
-CONCERN = Concern("final", rules=(NOT_MUTATED, INJECTION_LOST))
+CONCERN = Concern("final", rules=(NOT_MUTATED, INJECTION_LOST), reads=Reads(annotations=(INTENT_KEYS,)))
 
 _GANG_LOSS = {
     "native/job-scheduling": ("spec.scheduling", "the apiserver drops Job.spec.scheduling when feature gate "
@@ -42,7 +44,7 @@ def record_provenance(ctx: Context, concern_order: tuple[str, ...]) -> None:
     if not concerns:
         return
     r = ctx.resolved
-    value = applied_value(ctx.policy.generation, r.pool_name, ctx.gang_backend or "none",
+    value = applied_value(ctx.policy.generation, r.pool_name, ctx.plan.gang.backend or "none",
                           r.level_name if r.pods > 1 else None, concerns)
     key = ctx.policy.keys.applied
     ctx.patcher.set(("metadata", "annotations", key), value)
@@ -85,7 +87,7 @@ def check(ctx: Context, concern_order: tuple[str, ...]) -> None:
     if applied.get("generation") != ctx.policy.generation:
         return  # the policy changed between the two webhook calls: the rules below still apply
     gang_lost = [p for p, c in missing if c == "gang"]
-    backend = ctx.gang_backend
+    backend = ctx.plan.gang.backend
     if gang_lost and backend:
         what, why = _GANG_LOSS.get(backend, (", ".join(gang_lost), "something removed it"))
         ctx.report(MEMBERSHIP_LOST, gang_lost[0],

@@ -9,13 +9,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..policy.vocab import Action
-from .concern import Concern, rule
-from .paths import field_path, get_path
-from .workloads import Workload
+from ...policy.vocab import Action
+from ..concern import Concern
+from ..paths import field_path, get_path
+from ..reads import Reads
+from ..rule import rule
+from ..workloads import Workload
 
 MALFORMED = rule("object.malformed", Action.deny, "a field trainadmit reads or writes has the wrong type")
-CONCERN = Concern("object", rules=(MALFORMED,))
+# the types of everything trainadmit reads or writes in the object's identity, its pod templates' metadata
+# and pod specs, and every container (the kind's own fields are read whole, as every object's spec)
+CONCERN = Concern("object", rules=(MALFORMED,), reads=Reads(
+    object=("apiVersion", "kind", "metadata", "spec"),
+    metadata=("name", "generateName", "namespace", "labels", "annotations"),
+    pod=("containers", "initContainers", "volumes", "tolerations", "nodeSelector", "affinity", "schedulerName",
+         "priorityClassName"),
+    container=("name", "resources", "env", "volumeMounts", "securityContext"),
+    init_container=("name", "resources", "env", "volumeMounts", "securityContext")))
 
 
 def _type_name(value: Any) -> str:
@@ -111,18 +121,15 @@ class _Checker:
 
 def shape_problems(workload: Workload) -> list[tuple[str, str]]:
     """(field path, problem) for every field of the wrong type that trainadmit would read or write."""
-    obj = workload.obj
+    obj, adapter = workload.obj, workload.adapter
     c = _Checker()
     c.meta(obj.get("metadata"), "metadata")
-    spec = obj.get("spec")
-    if workload.is_batch_job and spec is None:
-        c.problems.append(("spec", "a Job needs a spec"))
-    elif c.expect(spec, dict, "spec", "a map") and workload.is_batch_job:
-        for key in ("parallelism", "completions"):
-            c.expect(spec.get(key), int, f"spec.{key}", "a whole number")
-        c.expect(spec.get("completionMode"), str, "spec.completionMode", "a string")
-        c.expect(spec.get("suspend"), bool, "spec.suspend", "a boolean")
-        c.expect(spec.get("template"), dict, "spec.template", "a map")
+    c.expect(obj.get("spec"), dict, "spec", "a map")
+    for path in adapter.required:  # the kind's own declarations: fields it needs, and their types
+        if get_path(obj, path) is None:
+            c.problems.append((field_path(path), f"a {workload.kind} needs a {path[-1]}"))
+    for declared in adapter.field_types:
+        c.expect(get_path(obj, declared.path), declared.kind, field_path(declared.path), declared.what)
     if c.problems:
         return c.problems
     for template in workload.templates:

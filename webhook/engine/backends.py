@@ -1,0 +1,23 @@
+"""The keys of each gang mechanism, declared once: what trainadmit writes for a backend, what the plan
+looks for to tell that an object already carries a gang (ours from a previous pass, or another's), and what
+the adapters name in their gang tables. Sources: shared/reference/gang.md, fixtures/operators/README.md."""
+
+from __future__ import annotations
+
+POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"  # scheduler-plugins coscheduling
+LEGACY_POD_GROUP_LABEL = "pod-group.scheduling.sigs.k8s.io"
+VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+VOLCANO_MIN_MEMBER = "scheduling.volcano.sh/group-min-member"
+VOLCANO_QUEUE = "scheduling.volcano.sh/queue-name"
+KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
+KUEUE_POD_GROUP = "kueue.x-k8s.io/pod-group-name"
+KUEUE_PRIORITY = "kueue.x-k8s.io/priority-class"
+KUEUE_REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
+SAKKARA_GROUP = "sakkara.group.name"
+JOBSET_EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+
+# on a pod template: label -> the mechanism it belongs to
+TEMPLATE_LABELS = ((POD_GROUP_LABEL, "coscheduling"), (LEGACY_POD_GROUP_LABEL, "coscheduling"),
+                   (KUEUE_POD_GROUP, "kueue"), (SAKKARA_GROUP, "sakkara"))
+# on a pod template: annotation -> mechanism
+TEMPLATE_ANNOTATIONS = ((VOLCANO_GROUP_ANNOTATION, "volcano"), (JOBSET_EXCLUSIVE, "jobset-exclusive"))

@@ -1,0 +1,228 @@
+"""The plan: what several concerns must agree on, decided once per decision, before any mutation.
+
+Concerns do not pass state to each other. Whether the workload gets a gang of ours and through which
+backend and method, which other gang mechanism it already carries, how its workers are colocated at the
+requested level, which of its templates run GPUs and get the pool's configuration, and which of the kind's
+fields hold its counts: each is decided here by one function, from the object as received, the resolved
+intent and the policy. Every concern then reads the plan and writes only its own fields, so no concern's
+answer depends on which one ran before it (``tests/test_concern_order.py`` runs them in many orders).
+
+To decide something new that several concerns need (the GPUs a DRA claim asks for, the backend chosen from
+what the cluster serves), add a field and the one function that fills it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+from ..policy import PolicySet
+from ..policy.policyset import TOPOLOGY_GATE
+from ..policy.vocab import GangBackend
+from .backends import JOBSET_EXCLUSIVE, KUEUE_QUEUE, TEMPLATE_ANNOTATIONS, TEMPLATE_LABELS, VOLCANO_MIN_MEMBER
+from .concerns.intent import Resolved
+from .paths import Path, field_path, get_path
+from .workloads import Gang, GangMethod, PodTemplate, Workload
+
+if TYPE_CHECKING:  # types only: the engine runs on cached policy records too (policy.cache)
+    from ..policy.models import TopologyLevel
+
+
+class NoGang(StrEnum):
+    """Why a workload that asks for a gang gets none of ours."""
+
+    unsized = "unsized"  # the kind cannot tell its gang's size (a bare Pod)
+    foreign = "foreign"  # it already carries another gang mechanism
+    unsupported = "unsupported"  # the kind cannot join the policy's backend
+    name_required = "name-required"  # the backend names its PodGroup after the workload, which has no name yet
+
+
+@dataclass(frozen=True)
+class GangPlan:
+    """The workload's gang: ``backend`` is the id of the backend whose gang it gets (or kept from an earlier
+    pass), None for none of ours; ``why_not`` says why when one was asked for."""
+
+    requested: bool = False
+    backend_id: str = ""  # the backend this kind would join under the policy ("native/pod-group", "volcano"…)
+    gang: Gang | None = None  # how the kind joins it
+    size: int = 0  # Pods the kind's operator counts in the gang
+    foreign: tuple[tuple[str, str], ...] = ()  # other gang mechanisms the object carries: (mechanism, where)
+    why_not: NoGang | None = None
+
+    @property
+    def backend(self) -> str | None:
+        return self.backend_id if self.requested and self.why_not is None else None
+
+    @property
+    def foreign_names(self) -> str:
+        return ", ".join(sorted(name for name, _ in self.foreign))
+
+
+@dataclass(frozen=True)
+class Colocation:
+    """How the workers are kept in one domain of the requested level, when there is anything to colocate
+    (``method`` None: no level, or at most one GPU Pod). ``native``: the native gang's topology constraint,
+    which the gang concern writes with the gang (``by_gang``); ``kueue``: Kueue's TAS annotation;
+    ``podAffinity``: required pod affinity to the workload's own Pods. ``unavailable`` says why the chosen
+    method cannot be used for this workload."""
+
+    level_name: str | None = None
+    level: TopologyLevel | None = None
+    method: str | None = None
+    by_gang: bool = False
+    unavailable: str = ""
+
+
+@dataclass(frozen=True)
+class ScaleField:
+    """A field of the workload that holds a count of its Pods, as the object has it (None: unset)."""
+
+    path: Path
+    value: object
+
+
+@dataclass(frozen=True)
+class Scale:
+    """The fields of the kind that hold its Pod counts: per template, the fields whose product is its count,
+    and fields that must change with them (a Job's completions). ``largest`` is the product of the template
+    with the most Pods."""
+
+    products: tuple[tuple[ScaleField, ...], ...] = ()
+    follow: tuple[ScaleField, ...] = ()
+    largest: int = 0
+
+    @property
+    def path(self) -> str | None:
+        """The field advice about the number of workers points at: the largest template's first count field."""
+        product = self.products[self.largest] if self.largest < len(self.products) else ()
+        return field_path(product[0].path) if product else None
+
+    def at_most(self, pods: int) -> str:
+        """How to run at most ``pods`` Pods, in the kind's own fields."""
+        if len(self.products) == 1 and len(self.products[0]) == 1:
+            names = [field_path(f.path) for f in (*self.products[0], *self.follow)]
+            return f"set {' and '.join(names)} to at most {pods}"
+        terms = [" × ".join(field_path(f.path) for f in product) for product in self.products if product]
+        return f"make {' + '.join(terms)} at most {pods}"
+
+    def as_dict(self) -> dict[str, object]:
+        return {field_path(f.path): f.value for product in self.products for f in product}
+
+
+@dataclass(frozen=True)
+class Plan:
+    gang: GangPlan = GangPlan()
+    colocation: Colocation = Colocation()
+    pool_templates: tuple[PodTemplate, ...] = ()  # get the pool's placement, RDMA, NCCL, storage, preflight
+    scale: Scale = Scale()
+
+
+# ---- the decisions --------------------------------------------------------------------------------
+
+def present_gangs(workload: Workload) -> dict[str, str]:
+    """The gang mechanisms the object already carries (ours from a previous pass, or another's):
+    mechanism id -> where it was seen."""
+    w = workload
+    found: dict[str, str] = {}
+    for backend, gang in w.adapter.gangs.items():  # the kind's own gang field (a Job's spec.scheduling)
+        if gang.method is GangMethod.spec and gang.path is not None and get_path(w.obj, gang.path) is not None:
+            found.setdefault(backend, field_path(gang.path))
+    if VOLCANO_MIN_MEMBER in w.annotations:
+        found["volcano"] = f'metadata.annotations["{VOLCANO_MIN_MEMBER}"]'
+    if KUEUE_QUEUE in w.labels:
+        found["kueue"] = f'metadata.labels["{KUEUE_QUEUE}"]'
+    if JOBSET_EXCLUSIVE in w.annotations:
+        found["jobset-exclusive"] = f'metadata.annotations["{JOBSET_EXCLUSIVE}"]'
+    for t in w.templates:
+        labels, annotations = t.pod_meta.get("labels") or {}, t.pod_meta.get("annotations") or {}
+        where = field_path(t.meta_path)
+        if t.pod_spec.get("schedulingGroup") or t.pod_spec.get("workloadRef"):
+            found.setdefault("native/pod-group", field_path((*t.spec_path, "schedulingGroup")))
+        for key, backend in TEMPLATE_LABELS:
+            if isinstance(labels, dict) and key in labels:
+                found.setdefault(backend, f'{where}.labels["{key}"]')
+        for key, backend in TEMPLATE_ANNOTATIONS:
+            if isinstance(annotations, dict) and key in annotations:
+                found.setdefault(backend, f'{where}.annotations["{key}"]')
+    return found
+
+
+def plan_gang(workload: Workload, resolved: Resolved, policy: PolicySet) -> GangPlan:
+    """One gang per workload, through the policy's backend, unless the kind cannot join it or the object
+    already carries another gang mechanism (then it gets none of ours, and none of the gang-shape rules)."""
+    settings = policy.platform.gang
+    backend_id = workload.adapter.backend_id(settings.backend.value, settings.nativeMode)
+    gang = workload.adapter.gang(backend_id)
+    base = GangPlan(requested=resolved.gang, backend_id=backend_id, gang=gang, size=resolved.gang_size)
+    if not resolved.gang:
+        return base
+    if gang.method is GangMethod.unsized:
+        return replace(base, why_not=NoGang.unsized)
+    foreign = tuple((b, where) for b, where in present_gangs(workload).items() if b != backend_id)
+    if foreign:
+        return replace(base, foreign=foreign, why_not=NoGang.foreign)
+    if gang.method is GangMethod.unsupported:
+        return replace(base, why_not=NoGang.unsupported)
+    if gang.method is GangMethod.templates and workload.name is None:
+        return replace(base, why_not=NoGang.name_required)
+    return base
+
+
+def colocation_method(policy: PolicySet) -> str:
+    """How workers are colocated: the policy's choice, or (auto) what the backend understands. A native
+    PodGroup's topology constraint needs the TopologyAwareWorkloadScheduling gate (the apiserver drops
+    it otherwise), so without the gate in the policy auto falls back to pod affinity."""
+    platform = policy.platform
+    gang = platform.gang
+    if gang.topologyMethod != "auto":
+        return gang.topologyMethod
+    if gang.backend is GangBackend.native and TOPOLOGY_GATE not in platform.featureGates:
+        return "podAffinity"
+    return {GangBackend.native: "native", GangBackend.kueue: "kueue"}.get(gang.backend, "podAffinity")
+
+
+def plan_colocation(resolved: Resolved, policy: PolicySet, gang: GangPlan) -> Colocation:
+    """Colocation at the requested level, for workloads with more than one GPU Pod."""
+    r = resolved
+    if r.level is None or r.gpu_pods <= 1:
+        return Colocation(level_name=r.level_name, level=r.level)
+    method = colocation_method(policy)
+    unavailable = ""
+    by_gang = False
+    if method == "native":
+        if policy.platform.gang.backend is not GangBackend.native or not r.gang:
+            unavailable = "the native topology constraint needs the native gang backend"
+        else:
+            by_gang = gang.backend is not None
+    return Colocation(r.level_name, r.level, method, by_gang, unavailable)
+
+
+def plan_pool_templates(workload: Workload, resolved: Resolved) -> tuple[PodTemplate, ...]:
+    """The templates that get the pool's placement, RDMA, NCCL and storage: the ones whose Pods use GPUs
+    (a launcher, a Ray head or an initializer does not), or every template when the workload uses no GPU
+    but names a pool explicitly."""
+    r = resolved
+    if r.gpu_templates:
+        return tuple(t for t, _ in r.gpu_templates)
+    return tuple(workload.templates) if r.pool is not None and r.pool_explicit else ()
+
+
+def plan_scale(workload: Workload) -> Scale:
+    """The kind's count fields, as its adapter declares them, with the values the object holds."""
+    products, follow, pods = [], [], []
+    for t in workload.templates:
+        declared = t.spec.scale
+        if declared is None:
+            continue
+        products.append(tuple(ScaleField(p, get_path(workload.obj, p)) for p in declared.fields))
+        follow.extend(ScaleField(p, get_path(workload.obj, p)) for p in declared.follow)
+        pods.append(t.pods)
+    largest = max(range(len(pods)), key=lambda i: pods[i], default=0)
+    return Scale(tuple(products), tuple(follow), largest)
+
+
+def make_plan(workload: Workload, resolved: Resolved, policy: PolicySet) -> Plan:
+    gang = plan_gang(workload, resolved, policy)
+    return Plan(gang=gang, colocation=plan_colocation(resolved, policy, gang),
+                pool_templates=plan_pool_templates(workload, resolved), scale=plan_scale(workload))

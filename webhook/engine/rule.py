@@ -1,0 +1,41 @@
+"""A rule id and its declaration: the leaf every module that reports a rule imports.
+
+Each module under ``concerns/`` declares its rules with ``rule(...)`` next to the code that reports them,
+and the registry collects them. That one declaration is what the engine, the policy loader (which
+overrides are valid), ``check --explain`` (where a rule is defined) and the generated policy reference
+read, so they cannot drift. This module imports nothing of the engine, so anything may import it.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..policy.vocab import Action
+
+_PACKAGE_PARENT = Path(__file__).resolve().parent.parent.parent
+
+
+@dataclass(frozen=True)
+class RuleId:
+    """One rule: its id, what it does by default, one line on when it fires, and where it is declared."""
+
+    id: str
+    default: Action
+    summary: str
+    origin: str = ""  # "<package folder>/engine/concerns/topology.py:14", for --explain
+
+    def __str__(self) -> str:
+        return self.id
+
+
+def rule(rule_id: str, default: Action, summary: str) -> RuleId:
+    """Declare a rule where it is reported; the declaration's file and line become its origin."""
+    frame = sys._getframe(1)
+    path = Path(frame.f_code.co_filename).resolve()
+    try:
+        shown = path.relative_to(_PACKAGE_PARENT).as_posix()
+    except ValueError:  # pragma: no cover - a module outside the package
+        shown = path.name
+    return RuleId(rule_id, default, summary, f"{shown}:{frame.f_lineno}")

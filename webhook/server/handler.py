@@ -1,0 +1,142 @@
+"""One admission request answered: from the bytes of a review to the HTTP answer and what to log and count.
+
+A plain function of its inputs (``answer_review``): no Flask, no request context, no module state, so that
+what the server answers is tested by calling it. The app's routes only read the body, call it, and write
+what it returns: the response, the log records, the metrics (``Answer``).
+
+Every answer comes from one policy generation: the caller passes the generation's decision cache, read once.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..engine import Decision, Request, decide
+from ..engine.clusterview import ClusterView
+from .admission import BadReview, Review, decision_response, parse_review, response
+from .cost import Busy, MemoryBudget, TooCostly, estimate
+from .decisions import DecisionCache
+from .limits import ReadLimits
+from .logs import record
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What the server sends back for one request, and what it logs and counts about it."""
+
+    status: int  # HTTP status
+    body: dict  # the AdmissionReview, or {"error": message} for a request that is not one
+    webhook: str
+    records: tuple[dict[str, Any], ...] = ()  # log records, in order
+    kind: str = ""  # request.kind.kind ("" when the review could not be read)
+    operation: str = ""
+    outcome: str | None = None  # allowed | patched | denied; None: refused before an AdmissionReview answer
+    elapsed: float = 0.0
+    denied: tuple[str, ...] = field(default=())  # rule ids that denied
+    warned: tuple[str, ...] = field(default=())  # rule ids that warned
+
+
+def refusal(webhook: str, status: int, message: str) -> Answer:
+    """A request that gets no AdmissionReview back: an HTTP error with a message."""
+    return Answer(status, {"error": message}, webhook,
+                  (record("bad_request", webhook=webhook, code=status, error=message),))
+
+
+def decide_review(decisions: DecisionCache, req: Request, cluster: ClusterView, large: bool) -> Decision:
+    """The decision for one request: where the server meets the engine (the one call to it).
+
+    A large object is decided from scratch: keying it would double its cost, for a shape that rarely repeats.
+    """
+    return decide(decisions.policy, req, cluster) if large else decisions.decide(req, cluster)
+
+
+def answer_review(webhook: str, body: bytes, *, decisions: DecisionCache | None, cluster: ClusterView,
+                  limits: ReadLimits, memory: MemoryBudget) -> Answer:
+    """The answer to ``body`` POSTed to ``/<webhook>`` (``mutate`` or ``validate``), decided with ``decisions``'
+    policy generation (None: no policy loaded) within this process's memory budget."""
+    started = time.perf_counter()
+    return within_limits(webhook, body, limits, memory, lambda: _answer(
+        webhook, body, decisions, cluster, limits.is_large(len(body)), started))
+
+
+def within_limits(webhook: str, body: bytes, limits: ReadLimits, memory: MemoryBudget,
+                  answer: Callable[[], Answer]) -> Answer:
+    """``answer()``, if the body is within its path's limit and its estimated cost within the memory budget
+    (it waits for the budget, and is refused with 503 when the wait is over)."""
+    limit = limits.body_limit(f"/{webhook}")
+    if len(body) > limit:
+        return refusal(webhook, 413, f"request body is {len(body)} bytes; the limit is {limit}")
+    try:
+        with memory.hold(estimate(body)):
+            return answer()
+    except TooCostly as exc:
+        return refusal(webhook, 413, str(exc))
+    except Busy as exc:
+        return refusal(webhook, 503, str(exc))
+
+
+def _answer(webhook: str, body: bytes, decisions: DecisionCache | None, cluster: ClusterView, large: bool,
+            started: float) -> Answer:
+    try:
+        review = parse_review(body)
+    except BadReview as exc:
+        return refusal(webhook, exc.status, exc.message)
+    policy = decisions.policy if decisions is not None else None
+    records: list[dict[str, Any]] = []
+    decision: Decision | None = None
+    if decisions is None:
+        result = response(review.uid, False, code=503, reason="ServiceUnavailable",
+                          message="trainadmit has no policy loaded; refusing to admit without policy")
+    elif review.problem:
+        result = response(review.uid, False, code=400, reason="BadRequest", message=review.problem)
+    elif review.sub_resource or review.operation in ("DELETE", "CONNECT"):
+        result = response(review.uid, True)
+    else:
+        req = Request(review.obj, operation=review.operation, old=review.old, namespace=review.namespace,
+                      user=review.user, dry_run=review.dry_run, phase=webhook)
+        try:
+            decision = decide_review(decisions, req, cluster, large)
+        except Exception as exc:
+            frame = traceback.extract_tb(exc.__traceback__)[-1]
+            records.append(record("engine_error", uid=review.uid, webhook=webhook, error=repr(exc),
+                                  at=f"{frame.filename.rsplit('/', 2)[-1]}:{frame.lineno}"))
+            result = response(review.uid, False, code=500, reason="InternalError",
+                              message=f"trainadmit could not evaluate this object ({type(exc).__name__}: {exc}); "
+                                      "please report it with the object")
+        else:
+            result = decision_response(review.uid, decision, with_patch=webhook == "mutate")
+    outcome = _outcome(result)
+    elapsed = time.perf_counter() - started
+    records.append(record(
+        "decision", uid=review.uid, webhook=webhook, kind=_kind(review), operation=review.operation,
+        namespace=review.namespace, name=_name(review), dry_run=review.dry_run, allowed=outcome != "denied",
+        result=outcome, rules=[v.rule for v in decision.violations] if decision else [],
+        generation=policy.generation if policy else None, latency_ms=round(elapsed * 1000, 3)))
+    return Answer(200, result, webhook, tuple(records), _kind(review), review.operation, outcome, elapsed,
+                  tuple(v.rule for v in decision.denials) if decision else (),
+                  tuple(v.rule for v in decision.warnings) if decision else ())
+
+
+def _outcome(result: dict) -> str:
+    answer = result["response"]
+    return "denied" if not answer["allowed"] else ("patched" if answer.get("patch") else "allowed")
+
+
+def _kind(review: Review) -> str:
+    return str(review.kind.get("kind") or "")
+
+
+def _name(review: Review) -> str | None:
+    """The object's name, or its generateName prefix (a created object may have no name yet)."""
+    meta = review.obj.get("metadata") if isinstance(review.obj, dict) else None
+    return review.name or (meta.get("generateName") if isinstance(meta, dict) else None)
+
+
+def floor_answer(webhook: str, review: Review, result: dict, started: float) -> Answer:
+    """An answer given without a decision (the benchmark floors): counted, not logged."""
+    return Answer(200, result, webhook, (), _kind(review), review.operation, _outcome(result),
+                  time.perf_counter() - started)
