@@ -239,3 +239,32 @@ def test_each_budget_becomes_a_resourcequota_kept_in_step_with_the_policy(policy
 
 def test_no_budget_in_exempt_namespaces(policy):
     assert desired(policy, "kube-system") is None and desired(policy, "team-nlp") is not None
+
+
+def test_every_reconciler_part_runs_and_the_first_failure_is_raised():
+    """A missing permission for one part (here the reports) must not stop the others; the loop running the
+    pass still hears of it (it logs it and shows it on /readyz)."""
+    from trainadmit.cluster.reconciler import Reconciler
+
+    ran = []
+
+    def budgets(policy):
+        ran.append("budgets")
+        return ["team-nlp/trainadmit-gpu-budget: created"]
+
+    def reports(policy):
+        ran.append("reports")
+        raise PermissionError("policyreports is forbidden")
+
+    def later(policy):
+        ran.append("later")
+        return []
+
+    elected = []
+    reconciler = Reconciler(None, None, lambda: "a policy", [("reports", reports), ("budgets", budgets),
+                                                             ("later", later)], on_elected=lambda: elected.append(1))
+    with pytest.raises(PermissionError, match="forbidden"):
+        reconciler.step()
+    assert ran == ["reports", "budgets", "later"] and elected == [1]
+    reconciler.parts = [("budgets", budgets)]
+    assert reconciler.step() == ["budgets: team-nlp/trainadmit-gpu-budget: created"] and elected == [1]
