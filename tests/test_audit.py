@@ -201,3 +201,18 @@ def test_bad_arguments_are_one_line_and_exit_2(tmp_path):
 def test_stdin_is_read_twice_through_a_spool(stored_lists):
     result = run_cli("audit", "-", "-p", POLICIES, stdin=Path(stored_lists).read_text())
     assert result.returncode == 1 and "Job default/partial-nodes: DENIED" in result.stdout
+
+
+def test_the_served_policy_default_is_the_configmap_the_webhook_mounts():
+    """audit's --served-policy default (written out for a light parser) and the lister's are one ConfigMap:
+    the one deploy/ mounts at /policies."""
+    from conftest import ROOT
+
+    from trainadmit.cli.audit import SERVED_POLICY
+    from trainadmit.cluster.listed import SERVED_POLICY as LISTED
+
+    assert "/".join(LISTED) == SERVED_POLICY
+    deployment = yaml.safe_load((ROOT / "deploy" / "base" / "deployment.yaml").read_text())
+    volumes = deployment["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "policies", "configMap": {"name": LISTED[1]}} in volumes
+    assert deployment["metadata"].get("namespace", LISTED[0]) == LISTED[0]
