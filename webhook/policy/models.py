@@ -414,7 +414,9 @@ class QuotaSpec(Strict):
     maxWorkersPerJob: int | None = Field(None, ge=1, description="Pods that run at once (parallelism).")
     allowedPools: list[str] | None = Field(None, description="Pools the namespaces may use; default all.")
     allowedPriorities: list[str] | None = Field(None, description="Priority tiers the namespaces may use; default all.")
-    gpuQuota: int | None = Field(None, ge=0, description="GPUs the namespace may hold when no ResourceQuota says so.")
+    gpuQuota: int | None = Field(None, ge=0, description=(
+        "GPUs the namespace's unfinished workloads may hold in total (admission counts them; serve --reconcile "
+        "also writes it as a ResourceQuota)."))
 
 
 class Quota(Strict):
