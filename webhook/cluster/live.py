@@ -306,7 +306,8 @@ class LiveCluster(ClusterIndex):
             except Exception as exc:
                 self.log(f"cluster view: {kind}: {exc!r}; retrying in {backoff:.0f}s")
             stop.wait(backoff)
-            backoff = min(backoff * 2, 30.0)
+            # until the first sync /readyz waits on every required list: retry those soon; later, back off
+            backoff = min(backoff * 2, 30.0 if self.synced.is_set() else 4.0)
 
     def run_discovery(self, stop: threading.Event) -> None:
         while not stop.is_set():
