@@ -1,4 +1,7 @@
-"""The PodGroup reconciler: creates the PodGroups that gang backends need, after the workload exists.
+"""The reconciler of the elected replica: PodGroups, the budgets' ResourceQuotas and the reports, one pass
+per period under the Lease ``trainadmit-reconciler`` (``Reconciler``).
+
+The PodGroup reconciler creates the PodGroups that gang backends need, after the workload exists.
 
 Admission never creates objects (the workload may still be rejected after the mutating webhook ran,
 and a generateName object has no name yet). The mutating webhook marks workloads that need a
@@ -13,6 +16,10 @@ the CREATE) is carried through here: the PodGroup's size is the workload's gang 
 stored object now (``minMember``, native ``minCount``, and the GPUs of ``minResources``), and an existing
 PodGroup of another size is patched to it. A native PodGroup of ``scheduling.k8s.io/v1alpha2`` (Kubernetes
 1.36) cannot change its ``schedulingPolicy``; the engine refuses those resizes, and one found here is reported.
+
+The budgets (``cluster.budget``) and the reports (``cluster.report_writer``) take the policy of the
+served directory, as the workers do, reloaded when it changes; each part's failure is logged and
+leaves the others running.
 """
 
 from __future__ import annotations
@@ -188,6 +195,46 @@ def size_change(current: dict, wanted: dict) -> dict:
     return change
 
 
+@dataclass
+class Reconciler:
+    """One pass: the PodGroups, then (with a policy) each policy part. Every part runs even when another
+    fails (a missing permission for reports must not stop the PodGroups); the first failure is then raised,
+    so that the loop running the pass (``server.elected``) logs it and shows it on /readyz. ``lease`` is for a
+    caller that does not hold the Lease itself (None: the caller does)."""
+
+    lease: LeaderLease | None
+    podgroups: PodGroupReconciler | None = None
+    policy: Callable[[], object] | None = None  # the current PolicySet (cluster.policy_dir.PolicyDirectory)
+    parts: list[tuple[str, Callable[[object], list[str]]]] = field(default_factory=list)  # (name, step(policy))
+    log: Callable[[str], None] = print
+    on_elected: Callable[[], None] | None = None  # once, the first pass this replica runs
+    _elected: bool = False
+
+    def step(self) -> list[str]:
+        if self.lease is not None and not self.lease.hold():
+            return []
+        if not self._elected:
+            self._elected = True
+            if self.on_elected is not None:
+                self.on_elected()
+        out: list[str] = []
+        failure: Exception | None = None
+        calls: list[tuple[str, Callable[[], list[str]]]] = []
+        if self.podgroups is not None:
+            calls.append(("podgroups", self.podgroups.step))
+        policy = self.policy() if self.policy is not None else None
+        if policy is not None:
+            calls += [(name, lambda part=part: part(policy)) for name, part in self.parts]
+        for name, call in calls:
+            try:
+                out.extend(f"{name}: {line}" if name != "podgroups" else line for line in call())
+            except Exception as exc:
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+        return out
+
+
 def _finished(obj: dict) -> bool:
     """A batch Job that completed or failed: its Pods are gone and no PodGroup is needed."""
     status = obj.get("status") or {}
@@ -195,4 +242,4 @@ def _finished(obj: dict) -> bool:
                 and status.get("completionTime"))
 
 
-__all__ = ["PodGroupReconciler", "podgroup_kinds"]
+__all__ = ["PodGroupReconciler", "Reconciler", "podgroup_kinds"]

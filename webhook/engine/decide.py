@@ -100,6 +100,22 @@ def made_by_controller(policy: PolicySet, workload: Workload, user: dict | None)
     return ""
 
 
+def controller_user(obj: Any) -> dict:
+    """The user the controller named by ``obj``'s controller ownerReference makes its requests as (the first it
+    is declared with), or {} when no declared controller owns it: for a stored object whose creator is no
+    longer known (audit judges a stored child through its parent, as admission did when its controller made
+    it)."""
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    refs = meta.get("ownerReferences") if isinstance(meta, dict) else None
+    for ref in refs if isinstance(refs, list) else ():
+        if isinstance(ref, dict) and ref.get("controller") is True:
+            api_version, kind = ref.get("apiVersion"), ref.get("kind")
+            owner = OWNER_BY_KIND.get((api_version, kind)) if isinstance(api_version, str) and isinstance(
+                kind, str) else None
+            return {"username": owner.users[0]} if owner is not None and owner.users else {}
+    return {}
+
+
 def match(policy: PolicySet, obj: Any, namespace: str | None, user: dict | None = None) -> tuple[Workload | None, str]:
     """The Workload when the policy applies to ``obj``, else None and the reason it does not."""
     exempt = exempt_user(policy, user)

@@ -1,12 +1,10 @@
-"""Resizes and children through a real kube-apiserver, with the real Job controller where children are made.
+"""Resizes through a real kube-apiserver: `kubectl patch` as a user scales a stored Job.
 
 A resize through `kubectl patch` is refused with the rule a CREATE of that size meets (`topology.domain-fit`
 against the cluster's racks of 16 nodes, `gang.parallelism-completions`); one within the rules is stored, and
 the coscheduling PodGroup the reconciler owns follows it, while a resize a 1.36 native PodGroup cannot
-follow (its `schedulingPolicy` cannot change) is refused. Then, with kube-controller-manager running the Job and
-ResourceQuota controllers: the Pods the Job controller creates for an admitted Job never reach the webhook
-(the generated matchConditions skip them by their creator), while a user's Pod carrying a forged controller
-ownerReference to that same Job is decided as the Pod it is, and refused over the namespace's GPU quota.
+follow (its `schedulingPolicy` cannot change) is refused. (Children made by the real Job controller:
+test_outcome_children.py.)
 """
 
 from __future__ import annotations
@@ -16,12 +14,11 @@ import json
 import subprocess
 
 import pytest
-from controlplane import KubeError, wait_until
+from controlplane import KubeError
 from helpers import job, run_cli
 from kube_fixtures import APISERVER, BARE_NS
 
 pytestmark = APISERVER
-JOB_CONTROLLER = "system:serviceaccount:kube-system:job-controller"
 
 
 def _kubectl(cluster, *args: str) -> subprocess.CompletedProcess:
@@ -114,66 +111,3 @@ def test_a_resize_a_136_native_podgroup_cannot_follow_is_refused(webhook, cluste
         http.delete(stored, propagation="Background")
         http.delete({"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
                      "metadata": {"name": "fixed-gang", "namespace": BARE_NS}})
-
-
-@pytest.fixture
-def controller_manager(cluster):
-    """kube-controller-manager with the Job and ResourceQuota controllers, for one test."""
-    component = cluster.cp.start_controller_manager(["job", "resourcequota"])
-    yield component
-    component.stop()
-
-
-def test_a_forged_ownerreference_is_decided_while_the_job_controllers_pods_are_not(webhook, cluster,
-                                                                                   controller_manager):
-    http, namespace = cluster.http, "forged"
-    webhook.use("coscheduling")
-    cluster.cp.ensure_namespace(namespace)
-    http.apply([{"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpus", "namespace": namespace},
-                 "spec": {"hard": {"requests.nvidia.com/gpu": "16"}}},
-                {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",  # a user who may run Jobs and Pods
-                 "metadata": {"name": "trainer", "namespace": namespace},
-                 "rules": [{"apiGroups": ["", "batch"], "resources": ["pods", "jobs"],
-                            "verbs": ["create", "get", "list", "delete"]}]},
-                {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-                 "metadata": {"name": "alice-trains", "namespace": namespace},
-                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "trainer"},
-                 "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}]}])
-    wait_until(lambda: http.get("v1", "ResourceQuota", "gpus", namespace)["status"]["hard"], timeout=30,
-               what="the ResourceQuota controller to fill the quota's status")
-    alice = cluster.cp.http_as("alice")
-    stored = alice.create(job(name="my-small-job", namespace=namespace, workers=2))  # 16 GPUs: the whole quota
-    try:
-        pods = wait_until(lambda: len(items := http.list("v1", "Pod", namespace)["items"]) == 2 and items,
-                          timeout=60, what="the Job controller to create the Job's 2 Pods")
-        assert all(p["metadata"]["ownerReferences"][0]["uid"] == stored["metadata"]["uid"] for p in pods)
-        wait_until(lambda: http.get("v1", "ResourceQuota", "gpus", namespace)["status"]["used"][
-            "requests.nvidia.com/gpu"] == "16", timeout=30, what="the quota to count the 2 Pods")
-        forged = {"apiVersion": "v1", "kind": "Pod", "metadata": {
-            "name": "extra-worker", "namespace": namespace, "ownerReferences": [
-                {"apiVersion": "batch/v1", "kind": "Job", "name": "my-small-job", "uid": stored["metadata"]["uid"],
-                 "controller": True}]},
-            "spec": copy.deepcopy(pods[0]["spec"])}
-        for key in ("nodeName", "priority", "preemptionPolicy"):
-            forged["spec"].pop(key, None)
-        # trainadmit's live view sees the quota used once its watch delivers it: a dry run shows when
-        message = wait_until(lambda: (m := _dry_run_refusal(alice, forged)) and "[quota.namespace-remaining]" in m
-                             and m, timeout=30, what="trainadmit to refuse the forged Pod over the quota")
-        assert "trainadmit denied this object" in message and f"namespace {namespace} has 0 of 16 free" in message
-        assert "trainadmit denied this object" in _refusal(alice, forged)
-        logged = webhook.server.log_lines()
-        pod_decisions = [x for x in logged if x.get("event") == "decision" and x.get("namespace") == namespace
-                         and x.get("kind") == "Pod"]
-        assert {x.get("name") for x in pod_decisions} == {"extra-worker"}, pod_decisions  # the Job's own: never
-    finally:
-        alice.delete(stored, propagation="Background")
-        for pod in http.list("v1", "Pod", namespace)["items"]:  # list items carry no apiVersion and kind
-            http.delete({"apiVersion": "v1", "kind": "Pod", "metadata": pod["metadata"]})
-
-
-def _dry_run_refusal(http, obj) -> str:
-    try:
-        http.create(obj, dry_run=True)
-    except KubeError as exc:
-        return exc.message
-    return ""
