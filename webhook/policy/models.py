@@ -229,13 +229,6 @@ class NodeLabelRequirement(NodeLabelMatch, Strict):
         """A hashable stand-in (for index keys)."""
         return (self.key, self.operator, tuple(self.values))
 
-    def __str__(self) -> str:
-        if self.operator == "Exists":
-            return f"{self.key} (any value)"
-        if self.operator == "In":
-            return f"{self.key}={'|'.join(self.values)}"
-        return f"{self.key} {'>' if self.operator == 'Gt' else '<'} {self.values[0]}"
-
 
 class PreflightResources(Strict):
     """CPU and memory of the preflight container; GPUs and RDMA devices come from the decision."""
