@@ -56,26 +56,36 @@ def check(ctx: Context, view: Workload, extra_gpus: int | None = None) -> None:
                        f"namespace {ns} may not use priority tier {r.tier[0]}",
                        f"use one of: {', '.join(quota.allowedPriorities) or '(none)'}")
     _pool_capacity(ctx)
-    if not (r.gpu_resource and r.total_gpus and ns):
+    if not (r.total_gpus and ns):
         return
-    hard_used = ctx.cluster.gpu_quota(ns, r.gpu_resource)
-    source = "ResourceQuota"
-    if hard_used is None and found is not None and found[1].gpuQuota is not None:
-        hard_used, source = (found[1].gpuQuota, None), f"Quota {found[0]}"  # type: ignore[assignment]
-    if hard_used is None:
-        return
-    hard, used = hard_used
-    needed = r.total_gpus if extra_gpus is None else extra_gpus
-    if r.total_gpus > hard:
-        ctx.report(NAMESPACE_HARD, "spec.parallelism",
-                   f"needs {r.total_gpus} {r.gpu_resource}, and namespace {ns} may hold at most {hard} ({source}): "
-                   "this job could never start", f"use at most {hard // max(r.gpus_per_pod, 1)} workers")
-    elif used is not None and needed > hard - used:
-        free = max(hard - used, 0)
-        ctx.report(NAMESPACE_REMAINING, "spec.parallelism",
-                   f"needs {needed} {r.gpu_resource}; namespace {ns} has {free} of {hard} free ({source})",
-                   "wait for running jobs to finish" + (f", or use at most {free // r.gpus_per_pod} workers"
-                                                        if r.gpus_per_pod and free >= r.gpus_per_pod else ""))
+    # the namespace's ResourceQuotas count GPUs where the apiserver does: an extended resource's on
+    # requests.<resource>, a DRA class's devices on <class>.deviceclass.resource.k8s.io/devices
+    limits: list[tuple[str, int, int, tuple[int, int | None], str]] = []  # (what, total, needed, hard/used, source)
+    share = 1.0 if extra_gpus is None else extra_gpus / r.total_gpus
+    if r.gpu_resource and r.extended_gpus:
+        known = ctx.cluster.gpu_quota(ns, r.gpu_resource)
+        if known is not None:
+            limits.append((r.gpu_resource, r.extended_gpus, round(r.extended_gpus * share), known, "ResourceQuota"))
+    if r.claimed_gpus:
+        for device_class in r.gpu_classes[:1]:  # one GPU type per workload (gpu.single-type)
+            known = ctx.cluster.device_quota(ns, device_class)
+            if known is not None:
+                limits.append((f"{device_class} devices", r.claimed_gpus, round(r.claimed_gpus * share), known,
+                               f"ResourceQuota on {device_class}.deviceclass.resource.k8s.io/devices"))
+    if not limits and found is not None and found[1].gpuQuota is not None:
+        needed = r.total_gpus if extra_gpus is None else extra_gpus
+        limits.append(("GPUs", r.total_gpus, needed, (found[1].gpuQuota, None), f"Quota {found[0]}"))
+    for what, total, needed, (hard, used), source in limits:
+        if total > hard:
+            ctx.report(NAMESPACE_HARD, "spec.parallelism",
+                       f"needs {total} {what}, and namespace {ns} may hold at most {hard} ({source}): "
+                       "this job could never start", f"use at most {hard // max(r.gpus_per_pod, 1)} workers")
+        elif used is not None and needed > hard - used:
+            free = max(hard - used, 0)
+            ctx.report(NAMESPACE_REMAINING, "spec.parallelism",
+                       f"needs {needed} {what}; namespace {ns} has {free} of {hard} free ({source})",
+                       "wait for running jobs to finish" + (f", or use at most {free // r.gpus_per_pod} workers"
+                                                            if r.gpus_per_pod and free >= r.gpus_per_pod else ""))
 
 
 def _pool_capacity(ctx: Context) -> None:
