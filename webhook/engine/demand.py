@@ -89,7 +89,7 @@ def is_gpu_class(name: str, policy: PolicySet, cluster: ClusterView) -> bool:
         return True
     presence, obj = cluster.reference(DEVICE_CLASS, name)
     extended = as_dict(as_dict(obj).get("spec")).get("extendedResourceName") if presence is Presence.present else None
-    return isinstance(extended, str) and extended in policy.gpu_resources
+    return isinstance(extended, str) and (extended in policy.gpu_resources or extended.startswith(MIG_PREFIX))
 
 
 def _gpu_requests(found: list[DeviceRequest], policy: PolicySet, cluster: ClusterView,

@@ -147,11 +147,18 @@ def _fits(pool_name: str, pool: PoolSpec, fabrics: dict[str, str]) -> bool:
 def provides(pool: PoolSpec, request: tuple[DeviceAsk, ...]) -> bool:
     """Whether one of a DRA request's alternatives is for the pool: a class the pool lists, with every
     selector the pool names for it (as written, spaces aside)."""
+    return _specificity(pool, request) is not None
+
+
+def _specificity(pool: PoolSpec, request: tuple[DeviceAsk, ...]) -> int | None:
+    """How many of the pool's selectors a request it is for carries (None: not for the pool): a request that
+    carries a pool's selectors is for that pool rather than for one that takes any device of the class."""
+    best = None
     for ask in request:
         for ref in pool.gpu.deviceClasses:
             if ref.name == ask.device_class and all(" ".join(s.split()) in ask.selectors for s in ref.selectors):
-                return True
-    return False
+                best = max(best or 0, len(ref.selectors))
+    return best
 
 
 def unprovided(pool: PoolSpec, resource: str | None, requests: list[tuple[DeviceAsk, ...]]) -> str | None:
@@ -168,6 +175,9 @@ def _default_pool(policy: PolicySet, resource: str | None, fabrics: dict[str, st
                   requests: list[tuple[DeviceAsk, ...]] = ()) -> tuple[str | None, str | None]:
     """(pool, None) for the pool a workload without a pool label gets, or (None, why none fits)."""
     candidates = sorted(n for n, p in policy.pools.items() if unprovided(p, resource, list(requests)) is None)
+    if requests and candidates:  # the pools whose selectors the requests carry, before those taking any device
+        rank = {n: sum(_specificity(policy.pools[n], r) or 0 for r in requests) for n in candidates}
+        candidates = [n for n in candidates if rank[n] == max(rank.values())]
     what = resource or " and ".join(dict.fromkeys(f"DeviceClass {r[0].device_class}" for r in requests))
     if not candidates:
         return None, f"no pool provides {what}"
