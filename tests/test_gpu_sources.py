@@ -472,3 +472,66 @@ def test_check_counts_a_trainjob_from_its_runtime_given_with_it(tmp_path):
     assert [x["object"].split()[0] for x in records] == ["TrainJob", "ClusterTrainingRuntime"]
     assert "quota.gpus-per-job" in {v["rule"] for v in records[0]["violations"]}
     assert records[1]["allowed"] and records[1]["matched"]
+
+
+# ---- the cluster view: what it keeps, and the server's remembered decisions -------------------------
+
+def test_the_live_view_lists_claims_classes_and_runtimes_and_keeps_no_per_pod_claim(policy):
+    """The live view's paginated lists of the DRA kinds and Trainer's runtimes, as the apiserver answers them:
+    a template and a user's ResourceClaim are kept (what the engine reads of them), the claims the apiserver made
+    for each Pod from a template (owned by their Pod: DRANET's stored claim) are not; the engine counts from it."""
+    from fake_apiserver_lists import ListWatchServer
+
+    from trainadmit.cluster.live import LiveCluster
+    from trainadmit.engine.clusterview import CLUSTER_TRAINING_RUNTIME, RESOURCE_CLAIM, Presence
+
+    templates = in_namespace(docs(DRANET / "distributed-training-resource-claim-template.yaml"), "team-nlp")
+    per_pod = one(DRANET / "aws-gpu-efa-resource-claim.yaml", "ResourceClaim")
+    shared = one(NVIDIA / "gpu-test3.yaml", "ResourceClaim")
+    server = ListWatchServer({"resourceclaimtemplates": templates, "resourceclaims": [per_pod, shared],
+                              "deviceclasses": docs(DRANET / "distributed-training-device-class.yaml"),
+                              "clustertrainingruntimes": docs(TRAINER / "runtime-torchtune-llama3_2_1B.yaml")},
+                             {}, "100")
+    try:
+        view = LiveCluster(server.core(), page_size=1, log=lambda m: None)
+        for kind in ("resourceclaimtemplates", "resourceclaims", "deviceclasses", "clustertrainingruntimes"):
+            view.list_all(kind)
+        assert view.reference(RESOURCE_CLAIM, "nccl-test-dra-worker-0-gpu-efa-example", "default")[0] \
+            is Presence.missing  # made for one Pod: not kept
+        assert view.reference(RESOURCE_CLAIM, "single-gpu", "gpu-test3")[0] is Presence.present
+        presence, runtime = view.reference(CLUSTER_TRAINING_RUNTIME, "torchtune-llama3.2-1b")
+        assert presence is Presence.present and runtime["spec"]["mlPolicy"]["numNodes"] == 1
+        mpijob = one(DRANET / "distributed-training-mpi-job-4gpu-4nic-numa-aligned.yaml", "MPIJob")
+        d = decided(policy, mpijob, view, "team-nlp")
+        assert d.summary["gpusPerPod"] == 4 and "topology.whole-node" in rules_of(d)
+    finally:
+        server.close()
+
+
+def test_a_remembered_decision_is_not_reused_once_the_claim_template_changed(policy):
+    """The server's decision cache keys a decision by the object and replays what it asked the view: a Job of
+    the same shape after its template went from 8 GPUs to 4 is decided anew (whole nodes broken), as decide
+    answers."""
+    from trainadmit.cluster.index import ClusterIndex
+    from trainadmit.engine.clusterview import RESOURCE_CLAIM_TEMPLATE
+    from trainadmit.server.decisions import DecisionCache
+
+    class Claims(ClusterIndex):  # a view of the claims alone (no nodes, no quotas)
+        def knows_nodes(self) -> bool:
+            return False
+
+        def knows_quotas(self) -> bool:
+            return False
+
+    view = Claims()
+    view.replace_refs(RESOURCE_CLAIM_TEMPLATE, [eight_gpus()])
+    cache = DecisionCache(policy)
+    first = cache.decide(Request(dra_job("eight-gpus", name="run-1")), view)
+    assert first.allowed and cache.misses == 1, messages(first)
+    assert cache.decide(Request(dra_job("eight-gpus", name="run-2")), view).allowed and cache.hits == 1
+    four = eight_gpus()
+    four["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] = 4
+    view.replace_refs(RESOURCE_CLAIM_TEMPLATE, [four])
+    later = cache.decide(Request(dra_job("eight-gpus", name="run-3")), view)
+    fresh = decide(policy, Request(dra_job("eight-gpus", name="run-3")), view)
+    assert "topology.whole-node" in rules_of(later) and rules_of(later) == rules_of(fresh)
