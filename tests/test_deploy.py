@@ -106,7 +106,13 @@ def test_rbac_grants_exactly_what_the_code_calls():
         ("admissionregistration.k8s.io", "validatingwebhookconfigurations"),
         # the preflight status: an annotation on the workloads whose Pods it reads, and Events
         ("batch", "jobs"), ("kubeflow.org", "pytorchjobs"), ("kubeflow.org", "mpijobs"), ("ray.io", "rayclusters"),
-        ("batch.volcano.sh", "jobs"), ("", "events")}
+        ("batch.volcano.sh", "jobs"), ("", "events"),
+        # the reconciler: the budgets' ResourceQuota, and one report per namespace
+        ("", "resourcequotas"), ("openreports.io", "reports"), ("wgpolicyk8s.io", "policyreports")}
+    # a ResourceQuota and a report are changed or deleted by name only: the ones trainadmit writes
+    for resource, name in (("resourcequotas", "trainadmit-gpu-budget"), ("reports", "trainadmit"),
+                           ("policyreports", "trainadmit")):
+        assert {n for (g, r, v, n, ns) in granted if r == resource and v in ("update", "delete")} == {name}
     # workloads are only patched (never created, replaced or deleted); Events and PodGroups only created
     assert {v for g, r, v in writes if r in ("events", "podgroups")} == {"create"}
     assert {v for g, r, v in writes if r in ("jobs", "pytorchjobs", "mpijobs", "rayclusters")} == {"patch"}

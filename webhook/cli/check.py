@@ -5,7 +5,9 @@ engine, the manifest reader and the renderers only (never the web server, metric
 client or certificate code; `tests/test_check_imports.py` holds it to that), takes the validated
 policy set from the policy cache when the same policy was validated before (no pydantic), and
 imports the cluster snapshot reader and `--explain` only when asked. Objects are read, decided
-and written one at a time, so memory stays flat however many manifests there are.
+and written one at a time, so memory stays flat however many manifests there are. Where the cluster
+lists hold the namespaces' workloads, the objects a run admits count against the namespace budgets of
+those after them, as if applied in that order.
 """
 
 from __future__ import annotations
@@ -150,6 +152,14 @@ def cmd_check(args: argparse.Namespace) -> int:
                                       namespace=item.namespace or args.namespace, user=item.user or {},
                                       phase=deciding_phase(item.operation)), view)
 
+    def report(item: Item, decision: Decision) -> None:
+        tally.add(decision)
+        output.add(item, decision)
+        workloads = getattr(cluster, "workloads", None)  # the run applies its objects in order (budgets)
+        if workloads is not None and decision.matched and decision.allowed and item.operation == "CREATE":
+            workloads.admitted(decision.mutated if decision.mutated is not None else item.obj,
+                               item.namespace or args.namespace)
+
     for item in iter_items(files, problem):
         if olds is not None:
             try:
@@ -165,12 +175,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         if submitted is not None and submitted.missed and item.source == STDIN_NAME:
             held.append(item)  # it names an object standard input may still give: decided at the end
             continue
-        tally.add(decision)
-        output.add(item, decision)
+        report(item, decision)
     for item in held:
-        decision = decided(item)
-        tally.add(decision)
-        output.add(item, decision)
+        report(item, decided(item))
     output.close(tally.summary(policy.generation))
     return tally.exit_code()
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from ..engine.clusterview import Capacity, Presence, RefKind, Unusable
 from ..grammars.quantity import QuantityError, parse_quantity
+from .workloads import NamespaceUsage, WorkloadIndex
 
 if TYPE_CHECKING:  # types only: `check --cluster` runs on cached policy records too (policy.cache)
     from ..policy.models import NodeLabelRequirement, PoolSpec, TopologyLevel
@@ -222,7 +223,7 @@ def kept(kind: RefKind, obj: dict) -> bool:
 
 
 class ClusterIndex:
-    """Nodes, ResourceQuotas and referenced objects, answering the ``ClusterView`` questions."""
+    """Nodes, ResourceQuotas, referenced objects and workloads, answering the ``ClusterView`` questions."""
 
     name = "index"
 
@@ -234,6 +235,7 @@ class ClusterIndex:
         self._refs: dict[str, dict[tuple[str, str], dict]] = {}  # kind -> (namespace, name) -> slim object
         self._ref_state: dict[str, Presence] = {}  # kind -> missing (listed) | not_served; absent: unknown
         self._served: frozenset[str] | None = None  # group/versions the cluster serves; None: unknown
+        self.workloads = WorkloadIndex()  # the handled kinds' workloads, for the namespace GPU budget
 
     def knows_nodes(self) -> bool:
         return True
@@ -338,6 +340,11 @@ class ClusterIndex:
                 best = (hard, used)  # the quota with the least room is the one that binds
         return best
 
+    def namespace_gpus(self, namespace: str, resource: str, exclude: tuple[str, str] | None = None
+                       ) -> NamespaceUsage | None:
+        """What the namespace's unfinished workloads (but ``exclude``, a kind and name) hold of ``resource``."""
+        return self.workloads.usage(namespace, resource, exclude)
+
     # ---- ClusterView: references and freshness -------------------------------------------------
     def reference(self, kind: RefKind, name: str, namespace: str | None = None) -> tuple[Presence, dict | None]:
         state = self._ref_state.get(kind.kind)
@@ -383,6 +390,10 @@ class ClusterIndex:
             self._indices.clear()  # rebuilt lazily from the fresh set
         for item in items:
             self.put_node(item)
+
+    def quota_object(self, namespace: str, name: str) -> dict | None:
+        """One stored ResourceQuota (the budget reconciler compares its own with the policy)."""
+        return self._quotas.get(namespace, {}).get(name)
 
     # ---- changes: quotas ----------------------------------------------------------------------
     def put_quota(self, obj: dict) -> None:

@@ -14,6 +14,7 @@ Four families of questions:
   queue, the ResourceClaimTemplate or ResourceClaim a Pod's DRA devices come from and their DeviceClass,
   a TrainJob's runtime) exists, with what the engine reads of it, and whether an API group/version (a
   PodGroup kind the reconciler writes) is served;
+- workloads: what a namespace's unfinished training workloads hold of a GPU resource (its budget);
 - freshness: whether the view itself is too old to be trusted.
 
 The kinds a decision may reference are declared here (``REFERENCE_KINDS``), once: the live view
@@ -126,6 +127,21 @@ class Unusable:
         return "; ".join(parts)
 
 
+@dataclass(frozen=True)
+class NamespaceUsage:
+    """What a namespace's other unfinished workloads hold of one resource: the total, how many hold any,
+    and the largest holders ("Kind name", amount) for messages."""
+
+    total: int
+    workloads: int
+    largest: tuple[tuple[str, int], ...] = ()
+
+    def describe(self) -> str:
+        named = ", ".join(f"{who}: {amount}" for who, amount in self.largest)
+        more = self.workloads - len(self.largest)
+        return named + (f" and {more} more" if more > 0 else "")
+
+
 class ClusterView(Protocol):
     name: str
 
@@ -158,6 +174,11 @@ class ClusterView(Protocol):
 
     def stale(self) -> str | None:
         """Why the view cannot be trusted right now (too old), or None."""
+
+    def namespace_gpus(self, namespace: str, resource: str, exclude: tuple[str, str] | None = None
+                       ) -> NamespaceUsage | None:
+        """What the namespace's unfinished workloads but ``exclude`` (kind, name) hold of ``resource``;
+        None when the view does not know the namespace's workloads."""
 
 
 class NoCluster:
@@ -192,4 +213,8 @@ class NoCluster:
         return None
 
     def stale(self) -> str | None:
+        return None
+
+    def namespace_gpus(self, namespace: str, resource: str, exclude: tuple[str, str] | None = None
+                       ) -> NamespaceUsage | None:
         return None

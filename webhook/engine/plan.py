@@ -64,8 +64,8 @@ class Colocation:
     """How the workers are kept in one domain of the requested level, when there is anything to colocate
     (``method`` None: no level, or at most one GPU Pod). ``native``: the native gang's topology constraint,
     which the gang concern writes with the gang (``by_gang``); ``kueue``: Kueue's TAS annotation;
-    ``podAffinity``: required pod affinity to the workload's own Pods. ``unavailable`` says why the chosen
-    method cannot be used for this workload."""
+    ``podAffinity``: required pod affinity to the workload's own Pods; ``none``: nothing colocates them.
+    ``unavailable`` says why the chosen method cannot be used for this workload."""
 
     level_name: str | None = None
     level: TopologyLevel | None = None
@@ -170,16 +170,24 @@ def plan_gang(workload: Workload, resolved: Resolved, policy: PolicySet) -> Gang
 
 
 def colocation_method(policy: PolicySet) -> str:
-    """How workers are colocated: the policy's choice, or (auto) what the backend understands. A native
-    PodGroup's topology constraint needs the TopologyAwareWorkloadScheduling gate (the apiserver drops
-    it otherwise), so without the gate in the policy auto falls back to pod affinity."""
+    """How workers are colocated: the policy's choice, or (auto) the method the cluster's scheduler can
+    hold to its promise: all workers in one domain once one has room, none bound while none has.
+
+    A native gang's PodGroup topology constraint does (the scheduler tries each domain as one placement);
+    the apiserver drops it without the TopologyAwareWorkloadScheduling gate. Without the gate auto adds no
+    colocation (``none``) rather than required pod affinity: with pod affinity the first worker picks its
+    domain alone, and when that domain is too small kube-scheduler 1.36 binds none of a native gang for
+    good although another domain fits it (with no gang enforced it binds the workers that fit and leaves
+    the rest waiting, holding GPUs). The topology concern says so (``topology.colocation-risk``). The
+    other backends' schedulers understand only pod affinity (Kueue: its own topology-aware admission).
+    """
     platform = policy.platform
     gang = platform.gang
     if gang.topologyMethod != "auto":
         return gang.topologyMethod
-    if gang.backend is GangBackend.native and TOPOLOGY_GATE not in platform.featureGates:
-        return "podAffinity"
-    return {GangBackend.native: "native", GangBackend.kueue: "kueue"}.get(gang.backend, "podAffinity")
+    if gang.backend is GangBackend.native:
+        return "native" if TOPOLOGY_GATE in platform.featureGates else "none"
+    return {GangBackend.kueue: "kueue"}.get(gang.backend, "podAffinity")
 
 
 def plan_colocation(resolved: Resolved, policy: PolicySet, gang: GangPlan) -> Colocation:

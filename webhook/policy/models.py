@@ -435,7 +435,9 @@ class QuotaSpec(Strict):
     maxWorkersPerJob: int | None = Field(None, ge=1, description="Pods that run at once (parallelism).")
     allowedPools: list[str] | None = Field(None, description="Pools the namespaces may use; default all.")
     allowedPriorities: list[str] | None = Field(None, description="Priority tiers the namespaces may use; default all.")
-    gpuQuota: int | None = Field(None, ge=0, description="GPUs the namespace may hold when no ResourceQuota says so.")
+    gpuQuota: int | None = Field(None, ge=0, description=(
+        "GPUs the namespace's unfinished workloads may hold in total (admission counts them; serve --reconcile "
+        "also writes it as a ResourceQuota)."))
 
 
 class Quota(Strict):
@@ -461,8 +463,9 @@ class GangSettings(Strict):
     queue: str = Field("default", description="Kueue LocalQueue / Volcano queue when the Job names none.")
     disruptionMode: Literal["all", "single"] | None = Field(None, description="native: disruptionMode of the gang.")
     topologyMethod: Literal["auto", "native", "kueue", "podAffinity", "none"] = Field(
-        "auto", description="How workers are colocated: auto picks what the backend understands (native "
-                "constraints only with the TopologyAwareWorkloadScheduling gate in featureGates, else pod affinity).")
+        "auto", description="How workers are colocated: auto picks what the backend's scheduler can hold to "
+                "(native: the PodGroup's topology constraint with the TopologyAwareWorkloadScheduling gate in "
+                "featureGates, else none; kueue: its topology annotation; coscheduling, volcano: pod affinity).")
     scheduleTimeoutSeconds: int | None = Field(None, ge=1, description="coscheduling: PodGroup scheduleTimeoutSeconds.")
 
 
