@@ -61,7 +61,6 @@ class Resolved:
     shared_gpus: dict[str, int] = field(default_factory=dict)
     shared_in: dict[Path, int] = field(default_factory=dict)
     gpu_claims: dict[Path, frozenset[str]] = field(default_factory=dict)
-    uncounted: list[str] = field(default_factory=list)  # claims no view could look up: their GPUs are not counted
     pods: int = 1  # Pods that run at once, all templates
     gang_size: int = 1  # Pods the operator counts in the gang
     pool_name: str | None = None
@@ -240,7 +239,6 @@ def resolve(workload: Workload, policy: PolicySet, gpu_resources: list[str], rep
     out.gpu_resource = out.gpu_resources[0] if out.gpu_resources else None
     out.gpu_classes = demand.gpu_classes
     out.gpu_requests = list(demand.gpu_requests)
-    out.uncounted = list(demand.uncounted)
     out.pods = workload.pods
     out.gang_size = workload.gang_size
 
