@@ -49,6 +49,10 @@ COUNTS = [
      "spec.tasks[1].replicas"),
     ("Volcano Job", "operators/volcano/examples/pytorch-plugin-job.from-docs.yaml", ("spec", "minAvailable"),
      "spec.minAvailable"),
+    ("ClusterTrainingRuntime", "operators/kubeflow-trainer-v2/examples/runtime-torchtune-llama3_2_1B.yaml",
+     ("spec", "mlPolicy", "numNodes"), "spec.mlPolicy.numNodes"),
+    ("ClusterTrainingRuntime", "operators/kubeflow-trainer-v2/examples/runtime-torch_distributed_with_cache.yaml",
+     ("spec", "template", "spec", "replicatedJobs", 0, "replicas"), "spec.template.spec.replicatedJobs[0].replicas"),
 ]
 PLACEHOLDERS = ["__NUM_NODES__", "$NUM_NODES", "${NUM_NODES}", "4", -2, 2.5, True]
 

@@ -17,6 +17,7 @@ import pytest
 from conftest import BACKENDS, FIXTURES, load_yaml, write_policy
 from helpers import job, rules_of, with_gpus
 
+from trainadmit.cluster.snapshot import SnapshotCluster
 from trainadmit.engine import Request, decide, load_policy
 
 NAMESPACE = "research"  # no Quota: only the topology and gang rules speak
@@ -228,3 +229,133 @@ def test_a_gang_minimum_of_the_users_own_stays_theirs(policies):
     assert _resized(policies["volcano"], vjob, [(replicas, 3)]).allowed
     text = _only_follow(_resized(policies["volcano"], vjob, [(replicas, 3), (("spec", "minAvailable"), 5)]))
     assert "the gang needs 5 Pods (spec.minAvailable) and the Job now runs 4: it could never start" in text
+
+
+# ---- a resize counts GPUs where a CREATE counts them: DRA claims, a TrainJob's runtime ---------------
+
+NVIDIA = FIXTURES / "dra" / "nvidia-dra-driver-gpu" / "examples"
+TRAINER = FIXTURES / "operators" / "kubeflow-trainer-v2" / "examples"
+DEVICES = "gpu.nvidia.com.deviceclass.resource.k8s.io/devices"
+
+
+def _eight_gpus() -> dict:
+    """NVIDIA's single-gpu ResourceClaimTemplate (gpu-test1) asking for a node's 8 GPUs, in the namespace."""
+    [rct] = [d for d in load_yaml(NVIDIA / "gpu-test1.yaml") if d["kind"] == "ResourceClaimTemplate"]
+    rct = copy.deepcopy(rct)
+    rct["metadata"] = {"name": "eight-gpus", "namespace": NAMESPACE}
+    rct["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] = 8
+    return rct
+
+
+def _dra_job(workers: int) -> dict:
+    """A gang Job whose Pods take their GPUs from the claim template only (no nvidia.com/gpu anywhere)."""
+    obj = job(name="dra-train", namespace=NAMESPACE, workers=workers)
+    spec = obj["spec"]["template"]["spec"]
+    spec["containers"][0]["resources"] = {"claims": [{"name": "gpus"}]}
+    spec["resourceClaims"] = [{"name": "gpus", "resourceClaimTemplateName": "eight-gpus"}]
+    return obj
+
+
+def _device_quota(hard: int, used: int) -> dict:
+    """A ResourceQuota on the DeviceClass's devices, as the quota controller reports it (``used`` counts the
+    stored Job's own Pods' claims)."""
+    return {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpus", "namespace": NAMESPACE},
+            "spec": {"hard": {DEVICES: str(hard)}}, "status": {"hard": {DEVICES: str(hard)}, "used": {DEVICES: str(used)}}}
+
+
+def _job_size(obj: dict, workers: int) -> dict:
+    """``obj`` resized as its user does: parallelism, completions and the native gang's minCount together."""
+    obj = copy.deepcopy(obj)
+    obj["spec"].update(parallelism=workers, completions=workers)
+    gang = obj["spec"].get("scheduling", {}).get("schedulingPolicy", {}).get("gang")
+    if gang is not None:
+        gang["minCount"] = workers
+    return obj
+
+
+def test_a_dra_job_resized_over_its_device_quota_is_refused_with_the_rule_of_the_create(policy):
+    """A Job of 2 Pods x 8 gpu.nvidia.com devices (its claim template, no extended resource) is stored under a
+    ResourceQuota of 32 devices, 16 used by its own Pods. By hand: 5 Pods need 40 devices, more than the 32 the
+    namespace may ever hold: refused by quota.namespace-hard, the very message a CREATE of 5 Pods gets; 4 Pods
+    add 16 devices to the 16 used, exactly the 32: accepted; with 24 used (another workload holds 8), the same
+    resize adds 16 where 8 are free: quota.namespace-remaining, as a CREATE of 4 Pods is refused there; and 20
+    Pods do not fit a rack of 16 nodes (topology.domain-fit, as at CREATE)."""
+    cluster = SnapshotCluster([_device_quota(32, 16), _eight_gpus()])
+    created = decide(policy, Request(_dra_job(2)), cluster)
+    assert created.allowed and created.summary["gpuResource"] == "gpu.nvidia.com devices", created.violations
+    old = created.mutated
+
+    def resize(workers: int, view: SnapshotCluster):
+        new = _job_size(old, workers)
+        return (decide(policy, Request(copy.deepcopy(new), operation="UPDATE", old=copy.deepcopy(old),
+                                       phase="validate"), view),
+                decide(policy, Request(_job_size(_dra_job(2), workers)), view))
+
+    over, fresh = resize(5, cluster)
+    assert rules_of(over) == rules_of(fresh) == {"quota.namespace-hard"}, over.violations
+    assert over.violations[0].text() == fresh.violations[0].text()
+    assert "needs 40 gpu.nvidia.com devices, and namespace research may hold at most 32" in over.violations[0].message
+    within, _ = resize(4, cluster)
+    assert within.allowed and "(16 to 32 GPUs)" in within.reason, within.violations
+    crowded = SnapshotCluster([_device_quota(32, 24), _eight_gpus()])
+    short, fresh = resize(4, crowded)
+    assert rules_of(short) == rules_of(fresh) == {"quota.namespace-remaining"}, short.violations
+    assert "needs 16 gpu.nvidia.com devices; namespace research has 8 of 32 free" in short.violations[0].message
+    wide, fresh = resize(20, SnapshotCluster([_eight_gpus()]))
+    assert "topology.domain-fit" in rules_of(wide)
+    assert [v.text() for v in wide.violations] == [v.text() for v in fresh.violations]
+
+
+def _runtime_of_8_gpus() -> dict:
+    """Trainer's torch-distributed-with-cache ClusterTrainingRuntime (a dataset initializer, then the trainer
+    job's node Pods), its node container asking for 8 GPUs as a platform team's runtime does."""
+    runtime = copy.deepcopy(load_yaml(TRAINER / "runtime-torch_distributed_with_cache.yaml")[0])
+    [node] = [j for j in runtime["spec"]["template"]["spec"]["replicatedJobs"] if j["name"] == "node"]
+    node["template"]["spec"]["template"]["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": 8}}
+    return runtime
+
+
+def _denials(decision) -> set[str]:
+    """The rules that refuse it (a CREATE also warns of what an UPDATE does not check again)."""
+    return {v.rule for v in decision.violations if v.action == "deny"}
+
+
+def _trainjob(num_nodes: int, namespace: str = "team-nlp") -> dict:
+    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+            "metadata": {"name": "cached", "namespace": namespace},
+            "spec": {"runtimeRef": {"name": "torch-distributed-with-cache"}, "trainer": {"numNodes": num_nodes}}}
+
+
+def test_a_trainjob_resized_on_its_runtime_counts_the_runtimes_pods(policy, tmp_path):
+    """A TrainJob of 2 nodes on the runtime above: by hand it runs 1 initializer + 2 node Pods of 8 GPUs, the
+    GPUs only its runtime asks for. Quota team-nlp may hold 64 GPUs: numNodes 2 -> 8 (64 GPUs) is accepted,
+    2 -> 9 (72) refused by the same rule as a CREATE of 9 nodes. Under a limit of 4 workers per job, 2 -> 4 is
+    4 workers in 5 Pods (the initializer is no worker): accepted; 2 -> 5 is refused as a CREATE of 5 is."""
+    cluster = SnapshotCluster([_runtime_of_8_gpus()])
+
+    def resize(policy, namespace: str, num_nodes: int):
+        created = decide(policy, Request(_trainjob(2, namespace)), cluster)
+        assert created.allowed, created.violations
+        assert created.summary["roles"] == [{"role": "dataset-initializer", "pods": 1, "gpus": 0},
+                                            {"role": "node", "pods": 2, "gpus": 8}]
+        old = created.mutated
+        new = copy.deepcopy(old)
+        new["spec"]["trainer"]["numNodes"] = num_nodes
+        return (decide(policy, Request(new, operation="UPDATE", old=copy.deepcopy(old), phase="validate"), cluster),
+                decide(policy, Request(_trainjob(num_nodes, namespace)), cluster))
+
+    within, _ = resize(policy, "team-nlp", 8)
+    assert within.allowed, within.violations
+    assert "resized from 3 to 9 Pods (16 to 64 GPUs)" in within.reason
+    over, fresh = resize(policy, "team-nlp", 9)
+    assert rules_of(over) == _denials(fresh) == {"quota.namespace-hard"}, (over.violations, fresh.violations)
+    assert "needs 72 nvidia.com/gpu" in over.violations[0].message
+
+    quota = {"apiVersion": "trainadmit.io/v1alpha1", "kind": "Quota", "metadata": {"name": "four"},
+             "spec": {"namespaces": ["ml"], "maxWorkersPerJob": 4}}
+    four = load_policy(write_policy(tmp_path / "four", extra=[quota]))
+    within, _ = resize(four, "ml", 4)
+    assert within.allowed, within.violations
+    over, fresh = resize(four, "ml", 5)
+    assert rules_of(over) == _denials(fresh) == {"quota.workers-per-job"}, (over.violations, fresh.violations)
+    assert "runs 5 workers; quota four allows 4 per job" in over.violations[0].message

@@ -4,7 +4,17 @@ each concern and which key the kind's operator reads for each gang backend; and 
 from __future__ import annotations
 
 from ..engine.paths import Path, field_path
-from ..engine.workloads import ADAPTERS, NATIVE_JOB_SCHEDULING, NATIVE_POD_GROUP, Adapter, Follow, Gang, GangMethod
+from ..engine.workloads import (
+    ADAPTERS,
+    NATIVE_JOB_SCHEDULING,
+    NATIVE_POD_GROUP,
+    Adapter,
+    Follow,
+    Gang,
+    GangMethod,
+    InheritedTemplate,
+    capable,
+)
 from ..engine.workloads.pod import PodAdapter
 
 BEGIN = "<!-- BEGIN GENERATED OPERATOR TABLE (trainadmit.authoring.operators) -->"
@@ -64,7 +74,7 @@ def operator_table_markdown() -> str:
              + " | ".join(BACKENDS) + " | its Pods and child objects are left to it when |",
              "|---|---|" + "---|" * len(BACKENDS) + "---|"]
     for adapter in ADAPTERS:
-        if isinstance(adapter, PodAdapter):
+        if isinstance(adapter, PodAdapter) or capable(adapter, InheritedTemplate):  # runtimes: not workloads
             continue
         kind = f"{adapter.kind} (`{', '.join(adapter.api_versions)}`)"
         templates = ", ".join(_pattern(p) for p in adapter.template_patterns)
@@ -157,7 +167,7 @@ def resize_table_markdown() -> str:
              "| kind | count fields (each a non-negative whole number) | " + " | ".join(BACKENDS) + " |",
              "|---|---|" + "---|" * len(BACKENDS)]
     for adapter in ADAPTERS:
-        if isinstance(adapter, PodAdapter):
+        if isinstance(adapter, PodAdapter) or capable(adapter, InheritedTemplate):  # runtimes: never resized
             continue
         kind = f"{adapter.kind} (`{', '.join(adapter.api_versions)}`)"
         cells = " | ".join(_follows(adapter, b) for b in BACKENDS)

@@ -12,7 +12,15 @@ from __future__ import annotations
 import yaml
 
 from ..engine.concerns.intent import MIG_PREFIX
-from ..engine.workloads import ADAPTERS, OWNERS, Adapter, ResourcesOutsideTemplates, capable
+from ..engine.workloads import (
+    ADAPTERS,
+    OWNERS,
+    Adapter,
+    InheritedTemplate,
+    Inheriting,
+    ResourcesOutsideTemplates,
+    capable,
+)
 from ..engine.workloads.pod import PodAdapter
 from ..policy import PolicySet
 
@@ -33,7 +41,7 @@ HEADER = """\
 # reinvocationPolicy IfNeeded (mutation is idempotent). Validating: failurePolicy Fail (the backstop
 # that guarantees no GPU workload starts without its gang, quota and topology checks; 3 replicas, a
 # PodDisruptionBudget and readiness on a loaded policy keep it available; break-glass:
-# docs/install.md). UPDATE is validated (a scale-up is checked against quota); DELETE is never sent.
+# docs/install.md). UPDATE is validated (a resize runs the rules that depend on the size again); DELETE is never sent.
 # sideEffects None: admission creates nothing; PodGroups come from the reconciler.
 """
 
@@ -58,9 +66,12 @@ def _requests_gpu(policy: PolicySet, container: str) -> str:
 
 
 def _template_uses_gpu(policy: PolicySet, template: str) -> str:
+    """CEL: a container asks for a GPU resource, or the Pod claims DRA devices (whether they are GPUs depends
+    on the claim's DeviceClass, which only the server's cluster view can tell)."""
     spec = f"{template}.spec" if template != "object" else "object.spec"
     groups = [f"(has({spec}.{g}) && {spec}.{g}.exists(c, {_requests_gpu(policy, 'c')}))"
               for g in ("containers", "initContainers")]
+    groups.append(f"(has({spec}.resourceClaims) && size({spec}.resourceClaims) > 0)")
     return f"has({spec}) && ({' || '.join(groups)})"
 
 
@@ -86,6 +97,8 @@ def _adapter_uses_gpu(policy: PolicySet, adapter: Adapter) -> str:
     found = [f"({_pattern(policy, 'object', p)})" for p in adapter.template_patterns]
     if capable(adapter, ResourcesOutsideTemplates):
         found += [f"({_pattern(policy, 'object', p, leaf=_resources_gpu)})" for p in adapter.resource_patterns]
+    if capable(adapter, Inheriting):  # its Pods, and their GPUs, come from another object (a TrainJob's runtime)
+        found.append("true")
     return " || ".join(found)
 
 
@@ -121,13 +134,19 @@ def _selects(adapter: Adapter) -> str:
     return f"request.resource.group == '{adapter.group}' && request.resource.resource == '{adapter.plural}'"
 
 
-def _rules(operations_for) -> list[dict]:
+def _sent(mutating: bool) -> list[Adapter]:
+    """The kinds each webhook is sent: templates other workloads inherit (runtimes) are only validated."""
+    return [a for a in ADAPTERS if not (mutating and capable(a, InheritedTemplate))]
+
+
+def _rules(adapters: list[Adapter], operations_for) -> list[dict]:
     rules: dict[tuple, dict] = {}
-    for adapter in ADAPTERS:
+    for adapter in adapters:
         ops = operations_for(adapter)
-        key = (adapter.group, tuple(adapter.versions), tuple(ops))
+        scope = "Namespaced" if adapter.namespaced else "Cluster"
+        key = (adapter.group, tuple(adapter.versions), tuple(ops), scope)
         rule = rules.setdefault(key, {"apiGroups": [adapter.group], "apiVersions": list(adapter.versions),
-                                      "operations": ops, "resources": [], "scope": "Namespaced"})
+                                      "operations": ops, "resources": [], "scope": scope})
         if adapter.plural not in rule["resources"]:
             rule["resources"].append(adapter.plural)
     return list(rules.values())
@@ -135,7 +154,8 @@ def _rules(operations_for) -> list[dict]:
 
 def _webhook(policy: PolicySet, name: str, path: str, namespace: str, service: str, mutating: bool) -> dict:
     # identical clauses once: MPIJob v1 and v2beta1 keep their templates at the same paths
-    clauses = dict.fromkeys(f"({_selects(a)} && ({_adapter_uses_gpu(policy, a)}))" for a in ADAPTERS)
+    adapters = _sent(mutating)
+    clauses = dict.fromkeys(f"({_selects(a)} && ({_adapter_uses_gpu(policy, a)}))" for a in adapters)
     gpu = " || ".join(clauses)
     conditions = [{"name": "not-created-by-a-decided-workload", "expression": _not_a_child(policy)}]
     if not mutating:
@@ -146,7 +166,8 @@ def _webhook(policy: PolicySet, name: str, path: str, namespace: str, service: s
     webhook: dict = {
         "name": name, "admissionReviewVersions": ["v1"],
         "clientConfig": {"service": {"name": service, "namespace": namespace, "path": path, "port": 443}},
-        "rules": _rules(lambda a: ["CREATE"] if mutating or isinstance(a, PodAdapter) else ["CREATE", "UPDATE"]),
+        "rules": _rules(adapters, lambda a: ["CREATE"] if mutating or isinstance(a, PodAdapter)
+                        else ["CREATE", "UPDATE"]),
         "failurePolicy": "Ignore" if mutating else "Fail",
         "sideEffects": "None", "timeoutSeconds": 3,
     }

@@ -22,6 +22,9 @@ from .base import (
     GangShape,
     GangShapeProblem,
     GroupedGangs,
+    InheritedRef,
+    InheritedTemplate,
+    Inheriting,
     Owner,
     PatchedTemplates,
     PodTemplate,
@@ -43,13 +46,14 @@ from .kubeflow import MPIJobV1Adapter, MPIJobV2Adapter, PaddleJobAdapter, PyTorc
 from .lws import LeaderWorkerSetAdapter
 from .pod import PodAdapter
 from .ray import RayClusterAdapter, RayJobAdapter
+from .runtime import ClusterTrainingRuntimeAdapter, TrainingRuntimeAdapter
 from .trainjob import TrainJobAdapter
 from .volcano import VolcanoJobAdapter
 
 ADAPTERS: tuple[Adapter, ...] = (
     JobAdapter(), PodAdapter(), PyTorchJobAdapter(), MPIJobV1Adapter(), MPIJobV2Adapter(), TFJobAdapter(),
     PaddleJobAdapter(), RayClusterAdapter(), RayJobAdapter(), VolcanoJobAdapter(), JobSetAdapter(),
-    LeaderWorkerSetAdapter(), TrainJobAdapter(),
+    LeaderWorkerSetAdapter(), TrainJobAdapter(), TrainingRuntimeAdapter(), ClusterTrainingRuntimeAdapter(),
 )
 BY_KIND: dict[tuple[str, str], Adapter] = {(v, a.kind): a for a in ADAPTERS for v in a.api_versions}
 HANDLED_KINDS: frozenset[str] = frozenset(a.kind for a in ADAPTERS)
@@ -91,7 +95,7 @@ def workload_of(obj: dict) -> Workload | None:
 
 __all__ = ["ADAPTERS", "BACKEND_IDS", "BY_KIND", "HANDLED_KINDS", "NATIVE_JOB_SCHEDULING", "NATIVE_POD_GROUP",
            "OWNERS", "OWNER_BY_KIND", "WORKLOAD_READS", "Adapter", "Aliased", "ContainerRef", "FieldType", "Follow",
-           "Gang", "GangFields", "GangMethod", "GangShape", "GangShapeProblem", "GroupedGangs", "Owner",
-           "PatchedTemplates", "PodTemplate", "ResourcesOutsideTemplates", "RunLabelled", "Scale", "Skeleton",
-           "TemplateSpec", "UntemplatedPods", "Workload", "adapter_for", "capable", "kube_controller",
-           "pod_resource_total", "resource_count", "workload_of"]
+           "Gang", "GangFields", "GangMethod", "GangShape", "GangShapeProblem", "GroupedGangs", "InheritedRef",
+           "InheritedTemplate", "Inheriting", "Owner", "PatchedTemplates", "PodTemplate", "ResourcesOutsideTemplates",
+           "RunLabelled", "Scale", "Skeleton", "TemplateSpec", "UntemplatedPods", "Workload", "adapter_for", "capable",
+           "kube_controller", "pod_resource_total", "resource_count", "workload_of"]
