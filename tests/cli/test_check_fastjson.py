@@ -9,10 +9,11 @@ import json
 import math
 
 import pytest
-from check_helpers import generated_jobs
-from conftest import EXAMPLES, load_yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.corpus import generated_jobs
+from support.manifests import load_yaml
+from support.paths import EXAMPLES
 
 from trainadmit.cli import fastjson
 from trainadmit.cli.inputs import Item

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from check_helpers import generated_jobs
-from conftest import EXAMPLES, FIXTURES, POLICIES, ROOT
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.corpus import generated_jobs
+from support.paths import EXAMPLES, FIXTURES, POLICIES, ROOT
 
 from trainadmit.cli import fastyaml
 from trainadmit.engine import Request, decide

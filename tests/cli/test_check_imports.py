@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from check_helpers import loaded, program_modules
-from conftest import EXAMPLES, FIXTURES, POLICIES
+from support.cli import loaded, program_modules
+from support.paths import EXAMPLES, FIXTURES, POLICIES
 
 NEVER = ("kubernetes", "flask", "werkzeug", "gunicorn", "prometheus_client", "cryptography", "jinja2", "urllib3",
          "requests", "http.server", "ssl", "trainadmit.server", "trainadmit.certs", "trainadmit.cluster.live",

@@ -11,8 +11,8 @@ import xml.etree.ElementTree as ET
 
 import jsonschema
 import pytest
-from conftest import FIXTURES
-from helpers import run_cli
+from support.cli import run_cli
+from support.paths import FIXTURES
 
 REAL = FIXTURES / "real-world"
 PYTORCH = REAL / "kftrainingop-pytorch_job_mnist_nccl.yaml"  # Kubeflow's NCCL example: 1 GPU per worker

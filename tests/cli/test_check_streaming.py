@@ -13,9 +13,10 @@ import re
 
 import pytest
 import yaml
-from check_helpers import generated_jobs
-from conftest import EXAMPLES, FIXTURES, POLICIES
-from helpers import job, run_cli
+from support.builders import job
+from support.cli import run_cli
+from support.corpus import generated_jobs
+from support.paths import EXAMPLES, FIXTURES, POLICIES
 
 from trainadmit.cli.inputs import Item, _expand, iter_items, manifest_files
 from trainadmit.cli.render import patch_element, record, text

@@ -8,8 +8,11 @@ import subprocess
 import sys
 
 import yaml
-from conftest import EXAMPLES, FIXTURES, POLICIES, ROOT, apply_patch, load_yaml
-from helpers import job, run_cli
+from support.builders import job
+from support.cli import run_cli
+from support.manifests import load_yaml
+from support.patches import apply_patch
+from support.paths import EXAMPLES, FIXTURES, POLICIES, ROOT
 
 trainadmit = run_cli
 

@@ -17,8 +17,8 @@ import subprocess
 import sys
 
 import pytest
-from conftest import EXAMPLES, POLICIES
-from helpers import run_cli
+from support.cli import run_cli
+from support.paths import EXAMPLES, POLICIES
 
 from trainadmit.cli.common import DEFAULT_POLICY_DIR, EXIT_CODES
 from trainadmit.cli.main import build_parser

@@ -14,9 +14,10 @@ import sys
 
 import pytest
 import yaml
-from check_helpers import generated_jobs
-from conftest import EXAMPLES, FIXTURES, POLICIES, ROOT
-from helpers import job, run_cli
+from support.builders import job
+from support.cli import run_cli
+from support.corpus import generated_jobs
+from support.paths import EXAMPLES, FIXTURES, POLICIES, ROOT
 
 EXIT_CODES = {0, 1, 2, 130}
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from conftest import BACKENDS, EXAMPLES, POLICIES, ROOT, load_yaml, write_policy
-from helpers import job
+from support.builders import job
+from support.manifests import load_yaml
+from support.paths import EXAMPLES, POLICIES, ROOT
+from support.policies import BACKENDS, write_policy
 
 from trainadmit.authoring.explain import Explainer
 from trainadmit.engine import RULES, Request, decide, load_policy

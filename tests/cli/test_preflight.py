@@ -13,10 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
-from check_helpers import loaded, program_modules
-from conftest import ROOT
-from fake_node import build_node
-from helpers import run_cli
+from support.cli import loaded, program_modules, run_cli
+from support.fake_node import build_node
+from support.paths import ROOT
 
 from trainadmit.grammars.preflight import MAX_MESSAGE_BYTES, Check, Expectations, Result, parse_args
 from trainadmit.grammars.quantity import parse_quantity

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import EXAMPLES, FIXTURES, load_yaml
-from helpers import job, run_cli
+from support.builders import job
+from support.cli import run_cli
+from support.manifests import load_yaml
+from support.paths import EXAMPLES, FIXTURES
 from test_reports import problems
 
 from trainadmit.cli import streamlists
@@ -206,7 +208,7 @@ def test_stdin_is_read_twice_through_a_spool(stored_lists):
 def test_the_served_policy_default_is_the_configmap_the_webhook_mounts():
     """audit's --served-policy default (written out for a light parser) and the lister's are one ConfigMap:
     the one deploy/ mounts at /policies."""
-    from conftest import ROOT
+    from support.paths import ROOT
 
     from trainadmit.cli.audit import SERVED_POLICY
     from trainadmit.cluster.listed import SERVED_POLICY as LISTED

@@ -9,11 +9,11 @@ import time
 from collections import Counter
 
 import pytest
-from conftest import FIXTURES, POLICIES
-from fake_apiserver_lists import ListWatchServer
-from helpers import job, rules_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.builders import job, rules_of
+from support.fake_apiserver_lists import ListWatchServer
+from support.paths import FIXTURES, POLICIES
 
 from trainadmit.cluster.live import WATCHED, ApiError, LiveCluster
 from trainadmit.engine import Request, decide
@@ -132,7 +132,7 @@ def test_server_with_the_live_view(tmp_path):
     apiserver is gone the view turns stale past --cluster-max-age: /readyz fails, the age metric shows it,
     and decisions ignore the view (rule cluster.view-stale)."""
     import yaml
-    from server_util import Server, issue_certs, wait_until
+    from support.server import Server, issue_certs, wait_until
 
     api = _fixture_server()
     kubeconfig = tmp_path / "kubeconfig"

@@ -18,10 +18,12 @@ import datetime as dt
 import json
 
 import pytest
-from conftest import EXAMPLES, deep, load_yaml, schema_errors
-from fake_apiserver import FakeAPIServer
-from fake_node import build_node
-from kube_fixtures import APISERVER, OPERATOR_CRDS, RENDER_NS, cluster_on
+from support.fake_apiserver import FakeAPIServer
+from support.fake_node import build_node
+from support.kube_fixtures import APISERVER, OPERATOR_CRDS, RENDER_NS, cluster_on
+from support.manifests import deep, load_yaml
+from support.paths import EXAMPLES
+from support.schemas import schema_errors
 from test_operators import _pytorchjob
 
 from trainadmit.cluster.preflight_status import PreflightStatus

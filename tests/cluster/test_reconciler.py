@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import uuid
 
-from conftest import EXAMPLES, deep, load_yaml, review, schema_errors
-from fake_apiserver import FakeAPIServer
+from support.fake_apiserver import FakeAPIServer
+from support.manifests import deep, load_yaml, review
+from support.paths import EXAMPLES
+from support.schemas import schema_errors
 
 from trainadmit.cluster.reconciler import PodGroupReconciler
 from trainadmit.engine import Request, decide

@@ -8,10 +8,12 @@ import copy
 from collections import Counter
 
 import pytest
-from conftest import EXAMPLES, load_yaml, write_policy
-from fake_apiserver import FakeAPIServer
-from helpers import job
-from kube_fixtures import cluster_nodes
+from support.builders import job
+from support.fake_apiserver import FakeAPIServer
+from support.kube_fixtures import cluster_nodes
+from support.manifests import load_yaml
+from support.paths import EXAMPLES
+from support.policies import write_policy
 from test_reports import problems
 
 from trainadmit.cluster import report_writer

@@ -13,8 +13,9 @@ from functools import cache
 
 import jsonschema
 import pytest
-from conftest import EXAMPLES, FIXTURES, load_yaml
-from crd_prune import crd_schema, pruned
+from support.crd_prune import crd_schema, pruned
+from support.manifests import load_yaml
+from support.paths import EXAMPLES, FIXTURES
 
 from trainadmit.cluster.judge import Status, judge
 from trainadmit.cluster.reports import (

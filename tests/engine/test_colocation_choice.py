@@ -13,7 +13,8 @@ import copy
 
 import pytest
 import yaml
-from conftest import BACKENDS, FIXTURES, write_policy
+from support.paths import FIXTURES
+from support.policies import BACKENDS, write_policy
 
 from trainadmit.engine import Request, decide, load_policy
 

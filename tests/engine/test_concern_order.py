@@ -17,8 +17,10 @@ import json
 import random
 
 import pytest
-from conftest import BACKENDS, FIXTURES, ROOT, load_yaml, review, write_policy
-from helpers import with_gpus
+from support.builders import with_gpus
+from support.manifests import load_yaml, review
+from support.paths import FIXTURES, ROOT
+from support.policies import BACKENDS, write_policy
 
 from trainadmit.engine import Request, decide, load_policy
 from trainadmit.engine.registry import MUTATIONS, VALIDATIONS

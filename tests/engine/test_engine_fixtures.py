@@ -5,17 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import (
-    EXAMPLES,
-    FIXTURES,
-    apply_patch,
-    deep,
-    injected_leaves,
-    load_yaml,
-    review,
-    schema_errors,
-    write_policy,
-)
+from support.manifests import deep, load_yaml, review
+from support.patches import apply_patch, injected_leaves
+from support.paths import EXAMPLES, FIXTURES
+from support.policies import write_policy
+from support.schemas import schema_errors
 
 from trainadmit.engine import Request, decide, load_policy
 

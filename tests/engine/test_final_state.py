@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from conftest import apply_patch, deep
-from helpers import job, rules_of
+from support.builders import job, rules_of
+from support.manifests import deep
+from support.patches import apply_patch
 
 from trainadmit.engine import Request, decide
 

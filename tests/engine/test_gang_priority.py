@@ -8,7 +8,9 @@ the whole lower-tier gang preempted once the PodGroups carry their class).
 
 from __future__ import annotations
 
-from conftest import BACKENDS, EXAMPLES, load_yaml, write_policy
+from support.manifests import load_yaml
+from support.paths import EXAMPLES
+from support.policies import BACKENDS, write_policy
 
 from trainadmit.engine import Request, decide, load_policy
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from helpers import job
+from support.builders import job
 
 from trainadmit.engine import match
 

@@ -11,8 +11,10 @@ import copy
 import json
 
 import yaml
-from conftest import FIXTURES, load_yaml
-from helpers import job, rules_of, run_cli
+from support.builders import job, rules_of
+from support.cli import run_cli
+from support.manifests import load_yaml
+from support.paths import FIXTURES
 
 from trainadmit.cluster.snapshot import SnapshotCluster
 from trainadmit.engine import Request, decide

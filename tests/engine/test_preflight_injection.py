@@ -10,9 +10,13 @@ import json
 
 import pytest
 import yaml
-from conftest import EXAMPLES, FIXTURES, POLICIES, deep, load_yaml, schema_errors, write_policy
-from fake_node import build_node
-from helpers import job, rules_of, run_cli
+from support.builders import job, rules_of
+from support.cli import run_cli
+from support.fake_node import build_node
+from support.manifests import deep, load_yaml
+from support.paths import EXAMPLES, FIXTURES, POLICIES
+from support.policies import write_policy
+from support.schemas import schema_errors
 from test_operators import _pytorchjob, document, gpu_job
 
 from trainadmit.cluster.snapshot import SnapshotCluster

@@ -11,10 +11,13 @@ import tempfile
 from functools import cache
 from pathlib import Path
 
-from conftest import BACKENDS, apply_patch, deep, schema_errors, write_policy
-from damage import damaged
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.damage import damaged
+from support.manifests import deep
+from support.patches import apply_patch
+from support.policies import BACKENDS, write_policy
+from support.schemas import schema_errors
 
 from trainadmit.engine import Request, decide, load_policy
 
@@ -141,7 +144,8 @@ _SEEDS = None
 def _seeds():
     global _SEEDS
     if _SEEDS is None:
-        from conftest import EXAMPLES, load_yaml
+        from support.manifests import load_yaml
+        from support.paths import EXAMPLES
 
         _SEEDS = [d for p in sorted(EXAMPLES.glob("*.yaml")) for d in load_yaml(p)]
     return _SEEDS

@@ -12,8 +12,9 @@ import importlib
 import json
 
 import pytest
-from conftest import FIXTURES, ROOT, load_yaml, review
-from helpers import job
+from support.builders import job
+from support.manifests import load_yaml, review
+from support.paths import FIXTURES, ROOT
 
 from trainadmit.engine import Request, decide
 from trainadmit.engine.concern import Concern

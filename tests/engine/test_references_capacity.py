@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from conftest import POLICIES, write_policy
-from helpers import job, rules_of, run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.builders import job, rules_of
+from support.cli import run_cli
+from support.paths import POLICIES
+from support.policies import write_policy
 
 from trainadmit.cluster.index import ClusterIndex
 from trainadmit.cluster.snapshot import SnapshotCluster

@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import FIXTURES, apply_patch, deep, flatten, schema_errors
+from support.manifests import deep
+from support.patches import apply_patch, flatten
+from support.paths import FIXTURES
+from support.schemas import schema_errors
 
 from trainadmit.engine import Request, decide
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from conftest import FIXTURES
-from helpers import job, rules_of
+from support.builders import job, rules_of
+from support.paths import FIXTURES
 
 from trainadmit.cluster.snapshot import SnapshotCluster
 from trainadmit.engine import Request, decide
@@ -157,7 +157,7 @@ def test_enforced_fields_deny_conflicts_and_unenforced_respect_the_user(policy):
 
 
 def test_rule_actions_can_be_overridden(tmp_path):
-    from conftest import write_policy
+    from support.policies import write_policy
 
     from trainadmit.engine import load_policy
 
@@ -176,7 +176,7 @@ def test_shm_larger_than_memory_warns(policy):
 
 
 def test_exempt_users_and_groups_pass_untouched(tmp_path):
-    from conftest import write_policy
+    from support.policies import write_policy
 
     from trainadmit.engine import load_policy
 
@@ -189,7 +189,7 @@ def test_exempt_users_and_groups_pass_untouched(tmp_path):
 
 
 def test_enforced_nccl_env_conflict_is_denied(tmp_path):
-    from conftest import write_policy
+    from support.policies import write_policy
 
     from trainadmit.engine import load_policy
 
@@ -201,7 +201,7 @@ def test_enforced_nccl_env_conflict_is_denied(tmp_path):
 
 
 def test_cluster_support_warning_names_the_missing_gates(tmp_path):
-    from conftest import write_policy
+    from support.policies import write_policy
 
     from trainadmit.engine import load_policy
 
@@ -216,7 +216,7 @@ def test_cluster_support_warning_names_the_missing_gates(tmp_path):
 
 def test_a_gang_job_names_its_scheduler_once(tmp_path):
     """A Volcano gang Job whose user set another scheduler: one warning on that path, not one per call."""
-    from conftest import BACKENDS, write_policy
+    from support.policies import BACKENDS, write_policy
 
     from trainadmit.engine import load_policy
 
@@ -229,7 +229,7 @@ def test_a_gang_job_names_its_scheduler_once(tmp_path):
 
 def test_a_job_that_cannot_join_the_gang_gets_no_gang_side_effects(tmp_path):
     """generateName Jobs have no name for the PodGroup: no gang, and no scheduler that only the gang needed."""
-    from conftest import BACKENDS, write_policy
+    from support.policies import BACKENDS, write_policy
 
     from trainadmit.engine import load_policy
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import copy
 
-from conftest import FIXTURES, load_yaml, write_policy
-from helpers import with_gpus
+from support.builders import with_gpus
+from support.manifests import load_yaml
+from support.paths import FIXTURES
+from support.policies import write_policy
 
 from trainadmit.engine import Request, decide, load_policy
 

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from check_helpers import generated_jobs
-from conftest import BACKENDS, EXAMPLES, FIXTURES, POLICIES, write_policy
-from helpers import job
+from support.builders import job
+from support.corpus import generated_jobs
+from support.paths import EXAMPLES, FIXTURES, POLICIES
+from support.policies import BACKENDS, write_policy
 
 from trainadmit.authoring.explain import Explainer
 from trainadmit.cli.inputs import Item
@@ -150,7 +151,7 @@ def test_a_change_to_the_code_validation_reads_is_a_miss(module, miss, tmp_path,
 
 def test_the_loader_reads_only_the_layers_the_key_covers():
     """engine.load_policy (the loader the CLI hands the cache) and what it imports stay in the layers
-    whose source is in the key; tests/test_layout.py holds every module to importing downward only."""
+    whose source is in the key; tests/project/test_layout.py holds every module to importing downward only."""
     from test_layout import LAYERS
 
     assert {name for name, level in LAYERS.items() if level <= LAYERS["engine"]} == set(cache._CODE_LAYERS)

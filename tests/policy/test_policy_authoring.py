@@ -7,8 +7,11 @@ import shutil
 
 import pytest
 import yaml
-from conftest import EXAMPLES, POLICIES, ROOT, deep, load_yaml, review, write_policy
-from helpers import job, run_cli
+from support.builders import job
+from support.cli import run_cli
+from support.manifests import deep, load_yaml, review
+from support.paths import EXAMPLES, POLICIES, ROOT
+from support.policies import write_policy
 
 from trainadmit.authoring.lint import lint
 from trainadmit.engine import Request, decide, load_policy

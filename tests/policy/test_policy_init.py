@@ -10,8 +10,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-from conftest import ROOT
-from helpers import run_cli
+from support.cli import run_cli
+from support.paths import ROOT
 
 from trainadmit.authoring.lint import lint
 from trainadmit.authoring.scaffold import FILES, SCHEMA_FILE

@@ -7,8 +7,12 @@ import shutil
 
 import pytest
 import yaml
-from conftest import POLICIES, load_yaml, schema_errors, write_policy
-from helpers import job, run_cli
+from support.builders import job
+from support.cli import run_cli
+from support.manifests import load_yaml
+from support.paths import POLICIES
+from support.policies import write_policy
+from support.schemas import schema_errors
 
 from trainadmit.authoring.lint import lint
 from trainadmit.engine import Request, decide, load_policy

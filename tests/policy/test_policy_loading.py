@@ -5,7 +5,8 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from conftest import POLICIES, write_policy
+from support.paths import POLICIES
+from support.policies import write_policy
 
 from trainadmit.engine import load_policy
 from trainadmit.policy import PolicyError

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import POLICIES, write_policy
-from helpers import run_cli
+from support.cli import run_cli
+from support.paths import POLICIES
+from support.policies import write_policy
 
 from trainadmit.authoring.lint import lint
 from trainadmit.authoring.testrunner import same_value

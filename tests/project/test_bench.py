@@ -5,7 +5,7 @@ from __future__ import annotations
 import runpy
 import sys
 
-from conftest import ROOT
+from support.paths import ROOT
 
 
 def test_engine_bench_runs_and_its_cache_column_is_the_servers_answer(monkeypatch, capsys):
@@ -33,7 +33,7 @@ def test_preflight_bench_uses_the_engine_bench_as_it_is(monkeypatch):
 
 def test_time_to_start_compares_with_the_job_trainadmit_would_make_written_by_hand(monkeypatch, tmp_path):
     """bench/time_to_start.py's baseline is trainadmit's own decision, minus only trainadmit's bookkeeping."""
-    from conftest import write_policy
+    from support.policies import write_policy
 
     from trainadmit.engine import Request, decide, load_policy
 
@@ -53,7 +53,7 @@ def test_audit_bench_input_is_what_audit_reads(monkeypatch, tmp_path):
     """bench/audit.py's input (a `kubectl get -o json` List of stored Jobs): audit reads every item of it."""
     import json
 
-    from helpers import run_cli
+    from support.cli import run_cli
 
     monkeypatch.syspath_prepend(str(ROOT / "bench"))
     bench = runpy.run_path(str(ROOT / "bench" / "audit.py"))

@@ -10,8 +10,10 @@ from functools import cache
 
 import pytest
 import yaml
-from conftest import EXAMPLES, FIXTURES, ROOT, load_yaml, review, schema_errors
-from helpers import with_gpus
+from support.builders import with_gpus
+from support.manifests import load_yaml, review
+from support.paths import EXAMPLES, FIXTURES, ROOT
+from support.schemas import schema_errors
 
 from trainadmit.engine import match
 from trainadmit.engine.workloads import ADAPTERS, InheritedTemplate, adapter_for, capable
@@ -126,7 +128,7 @@ def test_rbac_grants_exactly_what_the_code_calls():
 
 
 def test_every_podgroup_the_engine_asks_for_is_in_the_reconcilers_rbac(tmp_path):
-    from conftest import BACKENDS, write_policy
+    from support.policies import BACKENDS, write_policy
 
     from trainadmit.cluster.access import PODGROUP_GROUPS
     from trainadmit.cluster.reconciler import PLURALS

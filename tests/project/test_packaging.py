@@ -19,8 +19,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, POLICIES, ROOT
-from server_util import Server, issue_certs
+from support.paths import EXAMPLES, POLICIES, ROOT
+from support.server import Server, issue_certs
 
 PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
 

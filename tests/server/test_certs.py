@@ -135,7 +135,7 @@ def test_the_certificate_controller_imports_neither_engine_nor_policy():
 # ---- the certificate commands never destroy or accept garbage silently ----------------------------
 
 def test_issue_refuses_to_replace_an_existing_ca_without_force(tmp_path):
-    from helpers import run_cli
+    from support.cli import run_cli
 
     assert run_cli("certs", "issue", "--out", str(tmp_path)).returncode == 0
     key = (tmp_path / "ca.key").read_bytes()
@@ -153,7 +153,7 @@ def test_issue_refuses_to_replace_an_existing_ca_without_force(tmp_path):
     (b"-----BEGIN CERTIFICATE-----\nnot base64 at all\n-----END CERTIFICATE-----\n", "not a readable PEM certificate"),
 ])
 def test_inject_ca_refuses_what_is_not_a_pem_ca_bundle(tmp_path, content, message):
-    from helpers import run_cli
+    from support.cli import run_cli
 
     bad = tmp_path / "bundle.pem"
     bad.write_bytes(content)
@@ -162,7 +162,7 @@ def test_inject_ca_refuses_what_is_not_a_pem_ca_bundle(tmp_path, content, messag
 
 
 def test_inject_ca_refuses_a_serving_certificate(tmp_path):
-    from helpers import run_cli
+    from support.cli import run_cli
 
     issued(tmp_path)
     r = run_cli("certs", "inject-ca", "--ca", str(tmp_path / "tls.crt"), stdin="kind: MutatingWebhookConfiguration\n")
@@ -170,7 +170,7 @@ def test_inject_ca_refuses_a_serving_certificate(tmp_path):
 
 
 def test_certificate_inputs_are_one_line_errors(tmp_path):
-    from helpers import run_cli
+    from support.cli import run_cli
 
     r = run_cli("certs", "issue", "--ip", "not-an-ip", "--out", str(tmp_path / "x"))
     assert r.returncode == 2 and "--ip 'not-an-ip' is not an IPv4 or IPv6 address" in r.stderr
@@ -183,7 +183,7 @@ def test_certificate_inputs_are_one_line_errors(tmp_path):
 
 
 def test_certs_check_lists_the_names_it_promises(tmp_path):
-    from helpers import run_cli
+    from support.cli import run_cli
 
     pki.issue(tmp_path, "trainadmit", "trainadmit-system", extra_names=["hook.example.com"], ips=["10.0.0.7"])
     out = run_cli("certs", "check", "--dir", str(tmp_path)).stdout

@@ -6,8 +6,10 @@ from __future__ import annotations
 import copy
 import json
 
-from conftest import POLICIES, review
-from helpers import job, run_cli
+from support.builders import job
+from support.cli import run_cli
+from support.manifests import review
+from support.paths import POLICIES
 
 
 def _scaled_review() -> dict:

@@ -16,10 +16,12 @@ import json
 import tracemalloc
 
 import pytest
-from conftest import BACKENDS, FIXTURES, deep, load_yaml, review
-from helpers import with_gpus
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.builders import with_gpus
+from support.manifests import deep, load_yaml, review
+from support.paths import FIXTURES
+from support.policies import BACKENDS
 from test_properties import names, policy_for, workloads
 
 from trainadmit.cluster.index import ClusterIndex
@@ -168,7 +170,7 @@ def test_token_replacement_by_find_equals_the_regex(text, name):
 def test_an_exempt_users_decision_is_never_given_to_another_user(tmp_path):
     """Same object, one user exempt (Platform.spec.exemptUsers / exemptGroups) and one not: each gets their
     own decision, in either order."""
-    from conftest import write_policy
+    from support.policies import write_policy
 
     from trainadmit.engine import load_policy
 

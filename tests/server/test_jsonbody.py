@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import review
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.manifests import review
 
 from trainadmit.server.jsonbody import MAX_DEPTH, JSONRejected, parse_json
 

@@ -14,8 +14,8 @@ import subprocess
 import sys
 
 import pytest
-from conftest import POLICIES, ROOT
-from server_util import free_port
+from support.paths import POLICIES, ROOT
+from support.server import free_port
 
 from trainadmit.certs import pki
 

@@ -11,8 +11,10 @@ import sys
 import uuid
 
 import pytest
-from conftest import EXAMPLES, FIXTURES, POLICIES, ROOT, apply_patch, load_yaml, review
-from server_util import SERVICE, issue_certs
+from support.manifests import load_yaml, review
+from support.patches import apply_patch
+from support.paths import EXAMPLES, FIXTURES, POLICIES, ROOT
+from support.server import SERVICE, issue_certs
 
 
 def wrap(obj: dict, operation: str = "CREATE", namespace: str | None = None, **extra) -> dict:
@@ -207,7 +209,7 @@ def test_wrong_name_and_unknown_ca_are_refused(server, tmp_path):
     with pytest.raises(ssl.SSLCertVerificationError):
         server.client(server_name="other.default.svc").request("GET", "/healthz")
     other = issue_certs(tmp_path / "other")
-    from server_util import Client
+    from support.server import Client
 
     with pytest.raises(ssl.SSLCertVerificationError):
         Client(server.port, other / "ca.crt").request("GET", "/healthz")

@@ -12,9 +12,9 @@ import json
 import time
 
 import pytest
-from conftest import POLICIES
-from kube_fixtures import APISERVER, SYSTEM_NS
-from server_util import Server, issue_certs, wait_until
+from support.kube_fixtures import APISERVER, SYSTEM_NS
+from support.paths import POLICIES
+from support.server import Server, issue_certs, wait_until
 
 from trainadmit.cluster.lease import PREFLIGHT_STATUS_LEASE, RECONCILER_LEASE
 

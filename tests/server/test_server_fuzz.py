@@ -13,10 +13,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import POLICIES, review
-from damage import damaged
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.damage import damaged
+from support.manifests import review
+from support.paths import POLICIES
 
 from trainadmit.server.app import create_app
 from trainadmit.server.settings import ServerSettings, replace

@@ -12,7 +12,9 @@ import base64
 import json
 
 import pytest
-from conftest import POLICIES, apply_patch, review
+from support.manifests import review
+from support.patches import apply_patch
+from support.paths import POLICIES
 
 from trainadmit.engine.clusterview import NoCluster
 from trainadmit.server.app import create_app

@@ -18,8 +18,9 @@ import threading
 import time
 
 import pytest
-from conftest import POLICIES, review
-from server_util import Server, head, issue_certs, post_on_new_connection, read_response, tls, wait_until
+from support.manifests import review
+from support.paths import POLICIES
+from support.server import Server, head, issue_certs, post_on_new_connection, read_response, tls, wait_until
 
 pytestmark = pytest.mark.xdist_group("hardening")
 

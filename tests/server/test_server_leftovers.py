@@ -15,15 +15,15 @@ import sys
 from pathlib import Path
 
 import pytest
-import suite_processes
-from conftest import ROOT
-from server_util import wait_until
+from support import suite_processes
+from support.paths import ROOT
+from support.server import wait_until
 
 INNER = '''
 import json, os, time
 from pathlib import Path
-from conftest import POLICIES
-from server_util import Server, issue_certs, wait_until
+from support.paths import POLICIES
+from support.server import Server, issue_certs, wait_until
 
 
 def started(tmp_path):

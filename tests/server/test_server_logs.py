@@ -11,8 +11,9 @@ import shutil
 import signal
 import warnings
 
-from conftest import POLICIES, load_yaml, review
-from server_util import Server, issue_certs, wait_until
+from support.manifests import load_yaml, review
+from support.paths import POLICIES
+from support.server import Server, issue_certs, wait_until
 
 from trainadmit.server import logs
 

@@ -24,8 +24,9 @@ import time
 from pathlib import Path
 
 import yaml
-from conftest import POLICIES, load_yaml
-from server_util import Server, head, read_response_with_head, tls, wait_until
+from support.manifests import load_yaml
+from support.paths import EXAMPLES, POLICIES
+from support.server import Server, head, read_response_with_head, tls, wait_until
 
 from trainadmit.certs import pki
 
@@ -67,7 +68,7 @@ def test_rotation_and_policy_swap_under_load(tmp_path):
     server = Server(policy_dir, certs, workers=1)
     server.wait_ready()
 
-    job = load_yaml(Path(__file__).resolve().parent.parent / "examples" / "llama-pretrain.yaml")[0]
+    job = load_yaml(EXAMPLES / "llama-pretrain.yaml")[0]
     body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
             "request": {"uid": "u", "operation": "CREATE", "namespace": "team-nlp", "object": job,
                         "kind": {"group": "batch", "version": "v1", "kind": "Job"}}}
@@ -217,7 +218,7 @@ def test_graceful_shutdown_finishes_the_request_in_flight(tmp_path):
     import signal
     import socket
 
-    from conftest import review
+    from support.manifests import review
 
     certs = tmp_path / "tls"
     pki.issue(certs, "trainadmit", "trainadmit-system")

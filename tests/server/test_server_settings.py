@@ -16,7 +16,7 @@ import sys
 
 import pytest
 import yaml
-from conftest import ROOT
+from support.paths import ROOT
 
 from trainadmit.server.gunicorn_app import gunicorn_options
 from trainadmit.server.options import declared

@@ -13,7 +13,7 @@ Terminating (use a fresh namespace per test), and Pod/Node status only changes w
 Dependencies: stdlib, ``cryptography``, ``PyYAML``, ``urllib3`` (a dependency of ``kubernetes``), and
 ``kubernetes`` only for :meth:`ControlPlane.api_client`. What these binaries do without controllers
 (and the flags the tier uses) is summed up in the README's "Integration tier" section; this module knows
-nothing about trainadmit (tests/kube_fixtures.py does). Raw REST (:class:`KubeHTTP`) is used for
+nothing about trainadmit (tests/support/kube_fixtures.py does). Raw REST (:class:`KubeHTTP`) is used for
 everything else because it does not depend on the generated client's internals (``ApiClient.call_api``
 changed its signature in kubernetes 37), supports several ``Impersonate-Group`` headers, dry-run and
 server-side apply, and returns plain dicts that compare directly with YAML manifests.
@@ -49,13 +49,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote, urlencode, urlsplit
 
-import suite_processes
 import urllib3
 import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from support import suite_processes
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
@@ -112,9 +113,9 @@ def assets_from_env() -> Path | None:
 
 
 def wait_until(predicate: Callable[[], Any], *, timeout: float, interval: float = 0.05, what: str = "condition") -> Any:
-    """``server_util.wait_until`` for the apiserver, where an exception means "not yet" (CRD establishment,
+    """``support.server.wait_until`` for the apiserver, where an exception means "not yet" (CRD establishment,
     discovery and the webhook configuration cache are eventually consistent): poll, never sleep."""
-    from server_util import wait_until as poll
+    from support.server import wait_until as poll
 
     def attempt() -> Any:
         try:

@@ -12,7 +12,7 @@ import random
 import subprocess
 import sys
 
-from conftest import ROOT
+from support.paths import ROOT
 
 _spec = importlib.util.spec_from_file_location("check_corpus", ROOT / "bench" / "check_corpus.py")
 check_corpus = importlib.util.module_from_spec(_spec)

@@ -8,7 +8,7 @@ from http.server import ThreadingHTTPServer
 from threading import Thread
 from urllib.parse import parse_qs, urlparse
 
-from fake_apiserver import JSONHandler
+from support.fake_apiserver import JSONHandler
 
 
 class ListWatchServer:

@@ -33,8 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
-from controlplane import KubeError, KubeHTTP
-from helpers import run_cli
+
+from support.cli import run_cli
+from support.controlplane import KubeError, KubeHTTP
 
 SNAPSHOT_LISTS = ("/api/v1/nodes", "/api/v1/resourcequotas", "/api/v1/persistentvolumeclaims",
                   "/apis/scheduling.k8s.io/v1/priorityclasses",

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import BACKENDS, FIXTURES, ROOT, write_policy
-from controlplane import (
+
+from support.controlplane import (
     ASSETS_ENV,
     ClusterFeatures,
     ControlPlane,
@@ -41,7 +41,8 @@ from controlplane import (
     scheduling_assets_from_env,
     wait_until,
 )
-
+from support.paths import FIXTURES, ROOT
+from support.policies import BACKENDS, write_policy
 from trainadmit.engine import load_policy
 from trainadmit.policy.policyset import TOPOLOGY_GATE
 
@@ -257,7 +258,7 @@ def install_cluster(cp: ControlPlane) -> Cluster:
 class Webhook:
     """The running trainadmit server, registered with the apiserver."""
 
-    server: object  # server_util.Server
+    server: object  # support.server.Server
     policy_dir: Path
     kubeconfig: Path  # deploy/'s ServiceAccount, with a real token: what the server runs as
     phase: str = ""
@@ -280,7 +281,7 @@ class Webhook:
             status, body = client.request("GET", "/readyz")
             return status == 200 and json.loads(body).get("generation") == policy.generation
 
-        from server_util import wait_until
+        from support.server import wait_until
 
         wait_until(serving, 30, f"the server did not load the {phase} policy")
         self.phase = phase
@@ -301,8 +302,7 @@ def register_webhooks(cp: ControlPlane, port: int, ca_pem: bytes, probe_namespac
 
 @pytest.fixture(scope="session")
 def webhook(control_plane: ControlPlane, cluster: Cluster, tmp_path_factory) -> Iterator[Webhook]:
-    from server_util import Server
-
+    from support.server import Server
     from trainadmit.certs import pki
 
     base = tmp_path_factory.mktemp("trainadmit-on-apiserver")
@@ -364,7 +364,7 @@ OUTCOME_PHASES: dict[str, dict] = {
 class OutcomeCluster:
     """A control plane with the Job controller and the scheduler, deploy/'s objects, and trainadmit
     registered as deploy/ registers it and running as deploy/ runs it (``serve --cluster-live --reconcile``
-    as its ServiceAccount). Nodes are each test's own (tests/pool_nodes.py)."""
+    as its ServiceAccount). Nodes are each test's own (tests/support/pool_nodes.py)."""
 
     cp: SchedulingControlPlane
     webhook: Webhook
@@ -410,8 +410,7 @@ def start_trainadmit(cp: ControlPlane, base: Path, phases: dict[str, dict], phas
                      extra_args: tuple[str, ...] = (), extra_policy: list[dict] | None = None,
                      workers: int = 1) -> tuple[Webhook, list[dict]]:
     """``trainadmit serve`` as the deploy/ ServiceAccount, registered with deploy/'s webhook configurations."""
-    from server_util import Server
-
+    from support.server import Server
     from trainadmit.certs import pki
 
     certs = base / "certs"
@@ -504,8 +503,7 @@ def delete_budget_quotas(http: KubeHTTP) -> None:
 def reconciling_server(cp: ControlPlane, policy_dir: Path, kubeconfig: Path, directory: Path, name: str):
     """`trainadmit serve --reconcile` as deploy/ runs it (deploy/'s ServiceAccount, Pod name ``name``), holding
     the reconciler's Lease; stopped, and its budgets' ResourceQuotas removed, at the end."""
-    from server_util import Server, issue_certs
-
+    from support.server import Server, issue_certs
     from trainadmit.cluster.lease import PREFLIGHT_STATUS_LEASE, RECONCILER_LEASE
 
     http = cp.http

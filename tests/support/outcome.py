@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
-from conftest import FIXTURES
-from controlplane import ControlPlane, KubeError, KubeHTTP, SchedulingControlPlane, wait_until
-from pool_nodes import NodeShape, create_nodes, delete_nodes, domains, set_cordoned, wait_schedulable
+
+from support.controlplane import ControlPlane, KubeError, KubeHTTP, SchedulingControlPlane, wait_until
+from support.paths import FIXTURES
+from support.pool_nodes import NodeShape, create_nodes, delete_nodes, domains, set_cordoned, wait_schedulable
 
 # The Kubernetes documentation's Indexed Job (kubernetes/website, see tests/fixtures/SOURCES.md): what a
 # user starts from. The outcome tests ask it for whole GPU nodes and set its size, nothing else.

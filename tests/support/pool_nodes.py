@@ -21,8 +21,7 @@ import contextlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from controlplane import KubeError, KubeHTTP, wait_until
-
+from support.controlplane import KubeError, KubeHTTP, wait_until
 from trainadmit.policy.models import NodeLabelRequirement, PoolSpec
 
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"

@@ -13,9 +13,8 @@ import sys
 import time
 from pathlib import Path
 
-import suite_processes
-from conftest import ROOT
-
+from support import suite_processes
+from support.paths import ROOT
 from trainadmit.certs import pki
 
 SERVICE = "trainadmit.trainadmit-system.svc"

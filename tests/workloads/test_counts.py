@@ -13,8 +13,9 @@ from __future__ import annotations
 import copy
 
 import pytest
-from conftest import FIXTURES, load_yaml
-from helpers import with_gpus
+from support.builders import with_gpus
+from support.manifests import load_yaml
+from support.paths import FIXTURES
 
 from trainadmit.engine import Request, decide
 

@@ -13,8 +13,12 @@ from __future__ import annotations
 import copy
 
 import pytest
-from conftest import FIXTURES, POLICIES, apply_patch, load_yaml, write_policy
-from helpers import job, rules_of, run_cli, with_gpus
+from support.builders import job, rules_of, with_gpus
+from support.cli import run_cli
+from support.manifests import load_yaml
+from support.patches import apply_patch
+from support.paths import FIXTURES, POLICIES
+from support.policies import write_policy
 
 from trainadmit.cluster.snapshot import SnapshotCluster
 from trainadmit.engine import Request, decide, load_policy, match
@@ -480,7 +484,7 @@ def test_the_live_view_lists_claims_classes_and_runtimes_and_keeps_no_per_pod_cl
     """The live view's paginated lists of the DRA kinds and Trainer's runtimes, as the apiserver answers them:
     a template and a user's ResourceClaim are kept (what the engine reads of them), the claims the apiserver made
     for each Pod from a template (owned by their Pod: DRANET's stored claim) are not; the engine counts from it."""
-    from fake_apiserver_lists import ListWatchServer
+    from support.fake_apiserver_lists import ListWatchServer
 
     from trainadmit.cluster.live import LiveCluster
     from trainadmit.engine.clusterview import CLUSTER_TRAINING_RUNTIME, RESOURCE_CLAIM, Presence

@@ -15,9 +15,13 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from conftest import BACKENDS, FIXTURES, apply_patch, deep, load_yaml, schema_errors, write_policy
-from crd_prune import crd_schema, pruned
-from helpers import rules_of, with_gpus
+from support.builders import rules_of, with_gpus
+from support.crd_prune import crd_schema, pruned
+from support.manifests import deep, load_yaml
+from support.patches import apply_patch
+from support.paths import FIXTURES
+from support.policies import BACKENDS, write_policy
+from support.schemas import schema_errors
 
 from trainadmit.engine import Request, decide, load_policy
 from trainadmit.engine.workloads import workload_of
@@ -372,7 +376,7 @@ def test_custom_rules_can_target_operator_kinds(tmp_path):
 
 
 def test_the_readme_operator_table_is_generated_from_the_adapters():
-    from conftest import ROOT
+    from support.paths import ROOT
 
     from trainadmit.authoring.operators import BEGIN, END, operator_table_markdown
 
@@ -381,7 +385,7 @@ def test_the_readme_operator_table_is_generated_from_the_adapters():
 
 
 def test_the_readme_resize_table_is_generated_from_the_adapters():
-    from conftest import ROOT
+    from support.paths import ROOT
 
     from trainadmit.authoring.operators import RESIZE_BEGIN, RESIZE_END, resize_table_markdown
 

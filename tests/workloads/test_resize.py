@@ -14,8 +14,10 @@ from __future__ import annotations
 import copy
 
 import pytest
-from conftest import BACKENDS, FIXTURES, load_yaml, write_policy
-from helpers import job, rules_of, with_gpus
+from support.builders import job, rules_of, with_gpus
+from support.manifests import load_yaml
+from support.paths import FIXTURES
+from support.policies import BACKENDS, write_policy
 
 from trainadmit.cluster.snapshot import SnapshotCluster
 from trainadmit.engine import Request, decide, load_policy

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import copy
 
-from conftest import FIXTURES, load_yaml, write_policy
-from helpers import rules_of, with_gpus
+from support.builders import rules_of, with_gpus
+from support.manifests import load_yaml
+from support.paths import FIXTURES
+from support.policies import write_policy
 
 from trainadmit.cli.render import pods_text
 from trainadmit.engine import Request, decide, load_policy

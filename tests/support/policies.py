@@ -1,0 +1,40 @@
+"""Policy directories for a test: the bundled policies with a few fields changed, and one per gang backend."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from support.manifests import load_yaml
+from support.paths import POLICIES
+
+
+def write_policy(directory: Path, platform: dict | None = None, extra: list[dict] | None = None,
+                 replace: list[dict] | None = None) -> Path:
+    """Copy the bundled policies into ``directory`` with Platform.spec fields overridden, ``extra`` documents
+    added and ``replace`` documents instead of the bundled ones of the same kind and name."""
+    directory.mkdir(parents=True, exist_ok=True)
+    instead = {(d["kind"], d["metadata"]["name"]): d for d in replace or []}
+    for src in POLICIES.glob("*.yaml"):
+        docs = [instead.get((d["kind"], d["metadata"]["name"]), d) for d in load_yaml(src)]
+        for doc in docs:
+            if doc["kind"] == "Platform" and platform:
+                for key, value in platform.items():
+                    if isinstance(value, dict) and isinstance(doc["spec"].get(key), dict):
+                        doc["spec"][key] = {**doc["spec"][key], **value}
+                    else:
+                        doc["spec"][key] = value
+        (directory / src.name).write_text(yaml.safe_dump_all(docs, sort_keys=False))
+    if extra:
+        (directory / "extra.yaml").write_text(yaml.safe_dump_all(extra, sort_keys=False))
+    return directory
+
+
+BACKENDS = {
+    "native-job": {"gang": {"backend": "native", "nativeMode": "job-scheduling"}},
+    "native-podgroup": {"gang": {"backend": "native", "nativeMode": "pod-group"}},
+    "coscheduling": {"gang": {"backend": "coscheduling"}},
+    "volcano": {"gang": {"backend": "volcano", "queue": "training"}},
+    "kueue": {"gang": {"backend": "kueue", "queue": "team-queue"}},
+}
