@@ -55,7 +55,8 @@ def pytest_testnodedown(node, error) -> None:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtestloop(session: pytest.Session):
     yield
-    if getattr(session.config, "workerinput", None) is not None or not _whole_suite(session.config):
+    if getattr(session.config, "workerinput", None) is not None or not _whole_suite(session.config) \
+            or session.config.option.collectonly:  # nothing ran, nothing fired
         return
     if session.testsfailed or session.shouldstop:
         return
