@@ -1,15 +1,18 @@
 """The package's folders are its layers: dependencies point down only, there are no import cycles,
 and the engine imports nothing that does I/O. Imports are read from the source (``ast``), including
-the ones inside functions, so a lazy import cannot hide an upward dependency."""
+the ones inside functions, so a lazy import cannot hide an upward dependency. The tests' folders are
+their areas, and their shared code is imported from ``support``, never from a conftest."""
 
 from __future__ import annotations
 
 import ast
+import re
 import tomllib
+from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from support.paths import ROOT
 
 PACKAGE_DIRS = {"trainadmit": ROOT / "webhook", "trainadmit.certs": ROOT / "certs"}
 # lower number = lower layer; a module may import its own layer's package and anything below
@@ -184,3 +187,54 @@ def test_comments_state_the_invariant_not_the_issue_that_introduced_it():
     found = [f"{path.relative_to(ROOT)}:{i}" for folder in PACKAGE_DIRS.values() for path in sorted(folder.rglob("*.py"))
              for i, line in enumerate(path.read_text().splitlines(), 1) if history.search(line)]
     assert not found, found
+
+
+TESTS = ROOT / "tests"
+# every test module lives in one of these folders of tests/ (each with its conftest.py for its own fixtures)
+TEST_AREAS = ("engine", "workloads", "server", "cli", "policy", "cluster", "project", "integration")
+NOT_AREAS = {"support", "fixtures", "__pycache__"}
+
+
+def _test_code() -> list[Path]:
+    return sorted(p for p in TESTS.rglob("*.py") if "fixtures" not in p.relative_to(TESTS).parts)
+
+
+def test_no_test_code_imports_a_conftest():
+    """The suite has a conftest.py per area and one for all: ``import conftest`` gets whichever pytest loaded
+    last. What tests share is imported from ``support``; a nested pytest's test text (in a string) too."""
+    as_text = re.compile(r"^\s*(from conftest import|import conftest\b)", re.M)
+    found = []
+    for path in _test_code():
+        text = path.read_text()
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            else:
+                continue
+            if any(n.split(".")[0] == "conftest" for n in names):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+        found += [f"{path.relative_to(ROOT)}:{text.count(chr(10), 0, m.start()) + 1}" for m in as_text.finditer(text)]
+    found = sorted(set(found))
+    assert not found
+
+
+def test_every_test_module_lives_in_an_area_folder():
+    folders = {d.name for d in TESTS.iterdir() if d.is_dir()} - NOT_AREAS
+    assert folders == set(TEST_AREAS), "a folder of tests/ that is not an area, or an area without its folder"
+    misplaced = [str(p.relative_to(ROOT)) for p in TESTS.rglob("test_*.py")
+                 if "fixtures" not in p.relative_to(TESTS).parts
+                 and (p.parent.parent != TESTS or p.parent.name not in TEST_AREAS)]
+    assert not misplaced, f"not in an area folder ({', '.join(TEST_AREAS)}): {misplaced}"
+    assert all((TESTS / area / "conftest.py").is_file() for area in TEST_AREAS)
+    assert not list((TESTS / "support").glob("test_*.py")) and not (TESTS / "support" / "conftest.py").exists()
+
+
+def test_test_modules_are_importable_by_their_names():
+    """pytest imports a test module by its file name (folders without ``__init__.py``), and pyproject puts
+    tests/ (for ``support``) and every area on ``pythonpath``: two test files of one name would be one module."""
+    names = Counter(p.name for p in TESTS.rglob("test_*.py") if "fixtures" not in p.relative_to(TESTS).parts)
+    assert not [n for n, count in names.items() if count > 1]
+    pythonpath = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["pythonpath"]
+    assert pythonpath == ["tests", *(f"tests/{area}" for area in TEST_AREAS)]
