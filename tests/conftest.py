@@ -61,7 +61,18 @@ def _processes_stop_with_their_test():
 
     before = suite_processes.started()
     yield
-    suite_processes.stop_started_since(before)
+    suite_processes.stop_started_since(before, fixtures_own=False)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_fixture_setup(fixturedef, request):
+    """What a session or module fixture starts is its own, even when a test's setup was the first to ask."""
+    from support import suite_processes
+
+    before = suite_processes.started()
+    yield
+    if fixturedef.scope != "function":
+        suite_processes.owned_by_a_fixture(before)
 
 
 @pytest.hookimpl(trylast=True)

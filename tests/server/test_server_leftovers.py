@@ -89,3 +89,44 @@ def test_no_server_outlives_its_test(tmp_path, case):
         for pid in pids:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
+
+
+SESSION_INNER = '''
+import pytest
+from support import suite_processes
+
+
+@pytest.fixture(scope="session")
+def sleeper():
+    proc = suite_processes.popen(["sleep", "300"])
+    yield proc
+    suite_processes.stop(proc)
+
+
+@pytest.fixture
+def lazily(request):
+    return request.getfixturevalue("sleeper")
+
+
+def test_first(lazily):
+    assert lazily.poll() is None
+
+
+def test_second(sleeper):
+    assert sleeper.poll() is None, "the session fixture's process was stopped with the first test"
+'''
+
+
+def test_a_session_fixtures_process_outlives_the_test_that_first_asked_for_it(tmp_path):
+    """A session fixture a test's setup starts through ``request.getfixturevalue`` (the status reconciler's
+    ``cluster`` asks for ``control_plane`` so) is the fixture's to stop, not that test's: stopped with the
+    first test, every later test of the session would find the apiserver gone."""
+    inner = tmp_path / "test_inner.py"
+    inner.write_text(SESSION_INNER)
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "tests")}
+    env.pop("PYTEST_XDIST_WORKER", None)
+    args = ["-p", "conftest", "-p", "no:cacheprovider", "-p", "no:xdist", "--rootdir", str(ROOT), "-c",
+            str(ROOT / "pyproject.toml"), str(inner)]
+    run = subprocess.run([sys.executable, "-m", "pytest", *args], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 0 and "2 passed" in run.stdout, run.stdout + run.stderr

@@ -25,6 +25,7 @@ from pathlib import Path
 
 MARKER = "TRAINADMIT_TEST_OWNER"  # the pid of the pytest process whose suite started the process
 _STARTED: list[subprocess.Popen] = []
+_FIXTURES_OWN: set[int] = set()  # id() of the processes of session and module fixtures
 
 
 def mark_this_process() -> None:
@@ -55,6 +56,13 @@ def started() -> int:
     return len(_STARTED)
 
 
+def owned_by_a_fixture(since: int) -> None:
+    """The processes registered after ``since`` were started by a session- or module-scoped fixture: that
+    fixture stops them (the session's sweep should it not), never the test whose setup first asked for it
+    (a function fixture's ``request.getfixturevalue("control_plane")``)."""
+    _FIXTURES_OWN.update(id(proc) for proc in _STARTED[since:])
+
+
 def stop(proc: subprocess.Popen, grace: float = 10.0) -> int | None:
     """SIGTERM the process (only the leader: it stops its own children, as at a pod's shutdown), SIGKILL its
     whole group after ``grace`` seconds; reaped. Only a group whose leader is not reaped yet is signalled: an
@@ -79,10 +87,13 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
-def stop_started_since(index: int) -> list[str]:
-    """Stop every process registered after ``index`` that still runs; what was stopped."""
+def stop_started_since(index: int, *, fixtures_own: bool = True) -> list[str]:
+    """Stop every process registered after ``index`` that still runs (without ``fixtures_own``, not those a
+    session or module fixture started); what was stopped."""
     stopped = []
     for proc in _STARTED[index:]:
+        if not fixtures_own and id(proc) in _FIXTURES_OWN:
+            continue
         if proc.poll() is None or _group_alive(proc.pid):
             stopped.append(" ".join(map(str, proc.args[:4])) if isinstance(proc.args, list) else str(proc.args))
             stop(proc)
