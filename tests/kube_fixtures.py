@@ -7,9 +7,10 @@ broken CI setting cannot pass as a skip. Every test that uses it carries ``APISE
 other runs the rest of the suite.
 
 ``cluster`` installs what an operator would: deploy/base's namespace, ServiceAccount, RBAC and
-PriorityClasses verbatim, the gang backends' and Multus' CRDs, and a cluster to decide against
-(GPU nodes as kubelets report them, dataset and checkpoint claims, the RDMA network, queues), all
-before any trainadmit server starts, so a server's first sync sees everything.
+PriorityClasses verbatim, the gang backends', Multus' and Kubeflow Trainer's CRDs (with Trainer's
+runtimes the TrainJob examples name), and a cluster to decide against (GPU nodes as kubelets report
+them, dataset and checkpoint claims, the RDMA network, queues), all before any trainadmit server
+starts, so a server's first sync sees everything.
 
 ``webhook`` runs the real trainadmit server (``trainadmit serve --cluster-live``, as the deploy/
 ServiceAccount with a real token, so deploy/'s RBAC is what authorizes its every call) and registers
@@ -218,7 +219,8 @@ def install_cluster(cp: ControlPlane) -> Cluster:
                                                    "priorityclasses.yaml")))
     cp.apply(deploy)
     cp.install_crds(OPERATOR_CRDS / "scheduler-plugins" / "crds", OPERATOR_CRDS / "volcano" / "crds",
-                    OPERATOR_CRDS / "kueue" / "crds", OPERATOR_CRDS / "multus" / "crds")
+                    OPERATOR_CRDS / "kueue" / "crds", OPERATOR_CRDS / "multus" / "crds",
+                    OPERATOR_CRDS / "kubeflow-trainer-v2" / "crds")
     for ns in (*TEAM_NAMESPACES, BARE_NS, SYSTEM_NS, RENDER_NS, BUDGET_NS):
         cp.ensure_namespace(ns)
     nodes = cluster_nodes()
@@ -241,6 +243,10 @@ def install_cluster(cp: ControlPlane) -> Cluster:
             objs.append({"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
                          "metadata": {"name": name.split("@")[0], "namespace": ns or "default"},
                          "spec": {"config": '{"cniVersion": "0.3.1", "type": "ipoib"}'}})
+    # the runtimes Trainer's TrainJob examples name (tests/fixtures/operators/kubeflow-trainer-v2/examples/)
+    trainer = OPERATOR_CRDS / "kubeflow-trainer-v2" / "examples"
+    objs += [d for f in ("runtime-torch_distributed.yaml", "04-volcano-integration.yaml")
+             for d in load_manifests(trainer / f) if d.get("kind") == "ClusterTrainingRuntime"]
     cp.apply(objs)
     return Cluster(cp, http, nodes)
 

@@ -92,7 +92,9 @@ def test_a_watch_from_a_compacted_resource_version_relists(control_plane, cluste
                         "data": {"i": str(i)}})
         control_plane.compact_etcd()
         wait_until(lambda: view.relists >= 1, timeout=30, what="a relist after 410 Gone")
-        assert len(view._nodes) == len(cluster.nodes)  # the relist brought every node back
+        # the loop counts the relist before it lists (which refills the nodes one by one): wait for the whole list
+        wait_until(lambda: len(view._nodes) == len(cluster.nodes), timeout=30,
+                   what="the relist bringing every node back")
     finally:
         stop.set()
 

@@ -26,7 +26,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ..engine.clusterview import NamespaceUsage
-from ..engine.workloads import ADAPTERS, Adapter, Workload, adapter_for, pod_resource_total
+from ..engine.workloads import (
+    ADAPTERS,
+    Adapter,
+    InheritedTemplate,
+    Workload,
+    adapter_for,
+    capable,
+    pod_resource_total,
+)
 
 
 @dataclass(frozen=True)
@@ -58,7 +66,9 @@ class WorkloadKind:
         return f"{self.plural}.{self.group or 'core'}/{self.version}"
 
 
-WORKLOAD_KINDS: tuple[WorkloadKind, ...] = tuple(WorkloadKind(a, v) for a in ADAPTERS if a.kind != "Pod"
+# every handled kind but bare Pods and the templates other workloads inherit (Trainer's runtimes hold no GPUs)
+WORKLOAD_KINDS: tuple[WorkloadKind, ...] = tuple(WorkloadKind(a, v) for a in ADAPTERS
+                                                 if a.kind != "Pod" and not capable(a, InheritedTemplate)
                                                  for v in a.versions)
 
 # The condition types (status True) or phases after which a kind's controller runs none of its Pods:
