@@ -17,8 +17,9 @@ import tracemalloc
 from collections.abc import Callable
 
 import pytest
-from conftest import FIXTURES, POLICIES, load_yaml, review
-from server_util import Server, issue_certs, wait_until
+from support.manifests import load_yaml, review
+from support.paths import FIXTURES, POLICIES
+from support.server import Server, issue_certs, wait_until
 
 from trainadmit.engine import Request, decide, load_policy
 from trainadmit.grammars import cel
