@@ -200,7 +200,10 @@ def test_multi_node_worker_must_take_whole_nodes(policy):
     whole = [v for v in d.denials if v.rule == "topology.whole-node"]
     assert {v.path.split(".template")[0] for v in whole} == {"spec.pytorchReplicaSpecs.Master",
                                                              "spec.pytorchReplicaSpecs.Worker"}
-    assert "nvidia.com/gpu: 8" in whole[0].hint
+    # Master 1 + Worker 3 Pods of 6 GPUs are 24 GPUs: 3 whole nodes, the Master's and 2 Workers'
+    assert whole[0].hint == ('set spec.pytorchReplicaSpecs.Master.template.spec.containers[0].resources.limits'
+                             '["nvidia.com/gpu"]: 8 and spec.pytorchReplicaSpecs.Worker.template.spec.containers[0]'
+                             '.resources.limits["nvidia.com/gpu"]: 8 and spec.pytorchReplicaSpecs.Worker.replicas: 2')
     assert decide(policy, Request(_pytorchjob(3, 8))).allowed
 
 

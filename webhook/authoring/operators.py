@@ -9,7 +9,7 @@ from ..engine.workloads.pod import PodAdapter
 
 BEGIN = "<!-- BEGIN GENERATED OPERATOR TABLE (trainadmit.authoring.operators) -->"
 END = "<!-- END GENERATED OPERATOR TABLE -->"
-BACKENDS = ("native", "coscheduling", "volcano", "kueue")
+BACKENDS = ("native", "coscheduling", "volcano", "kueue", "kai")
 
 _TEMPLATES = {
     "native": "every gang template `spec.schedulingGroup.podGroupName` + PodGroup `scheduling.k8s.io/v1beta1`",

@@ -106,6 +106,8 @@ def text(item: Item, decision: Decision, options: Options | None = None) -> str:
                 lines.append(f"    fix: {v.hint}")
     for v in decision.warnings:
         lines.append(f"  ! warning [{v.rule}] {v.path}: {v.message}" + (f" ({v.hint})" if v.hint else ""))
+    for note in s.get("notes") or ():  # what was left to the user's choice, or to another component
+        lines.append(f"  note: {note}")
     if decision.unverified:  # what the Pods need that nobody checked (see --cluster)
         lines.append(_unverified(decision, options))
     lines.extend(explain_lines(item, decision, options))

@@ -22,7 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..engine.clusterview import Capacity, Presence, RefKind, Unusable
+from ..engine.clusterview import RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE, Capacity, Presence, RefKind, Unusable
+from ..engine.network import device_classes
 from ..grammars.quantity import QuantityError, parse_quantity
 
 if TYPE_CHECKING:  # types only: `check --cluster` runs on cached policy records too (policy.cache)
@@ -324,6 +325,15 @@ class ClusterIndex:
         return None if served is None else api_version in served
 
     def stale(self) -> str | None:
+        return None
+
+    def claim_device_classes(self, namespace: str, claim: dict) -> tuple[str, ...] | None:
+        for key, kind in (("resourceClaimTemplateName", RESOURCE_CLAIM_TEMPLATE),
+                          ("resourceClaimName", RESOURCE_CLAIM)):
+            name = claim.get(key)
+            if isinstance(name, str):
+                presence, obj = self.reference(kind, name, namespace)
+                return device_classes(obj) if presence is Presence.present and obj is not None else None
         return None
 
     # ---- changes: nodes -------------------------------------------------------------------------

@@ -60,6 +60,11 @@ NETWORK_ATTACHMENT = RefKind("k8s.cni.cncf.io", "v1", "NetworkAttachmentDefiniti
                              True, "Multus")
 VOLCANO_QUEUE = RefKind("scheduling.volcano.sh", "v1beta1", "Queue", "queues", False, "Volcano")
 KUEUE_LOCAL_QUEUE = RefKind("kueue.x-k8s.io", "v1beta1", "LocalQueue", "localqueues", True, "Kueue")
+# DRA claims a pod template names: what their devices are (a template's own NICs). Not listed by the views yet
+# (not in REFERENCE_KINDS): until they are, a claim's devices are unknown.
+RESOURCE_CLAIM_TEMPLATE = RefKind("resource.k8s.io", "v1", "ResourceClaimTemplate", "resourceclaimtemplates", True,
+                                  "Kubernetes")
+RESOURCE_CLAIM = RefKind("resource.k8s.io", "v1", "ResourceClaim", "resourceclaims", True, "Kubernetes")
 # Kinds every cluster serves (the view lists them from the start) and kinds a CRD adds (absent: "not served").
 CORE_REFERENCE_KINDS: tuple[RefKind, ...] = (PRIORITY_CLASS, PERSISTENT_VOLUME_CLAIM)
 CRD_REFERENCE_KINDS: tuple[RefKind, ...] = (NETWORK_ATTACHMENT, VOLCANO_QUEUE, KUEUE_LOCAL_QUEUE)
@@ -129,6 +134,10 @@ class ClusterView(Protocol):
     def stale(self) -> str | None:
         """Why the view cannot be trusted right now (too old), or None."""
 
+    def claim_device_classes(self, namespace: str, claim: dict) -> tuple[str, ...] | None:
+        """The DeviceClasses a pod's ``resourceClaims`` entry gets devices from (from the ResourceClaimTemplate or
+        ResourceClaim it names), or None when the view does not hold that object."""
+
 
 class NoCluster:
     name = "none"
@@ -159,4 +168,7 @@ class NoCluster:
         return None
 
     def stale(self) -> str | None:
+        return None
+
+    def claim_device_classes(self, namespace: str, claim: dict) -> tuple[str, ...] | None:
         return None

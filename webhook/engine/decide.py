@@ -134,11 +134,11 @@ def decide_declared(policy: PolicySet, request: Request, cluster: ClusterView | 
         freshness.use_fresh_view(ctx)
     if request.operation != "CREATE":
         return _non_create(ctx)
-    ctx.resolved = resolve(workload, policy, gpu_resources_of(workload, policy), ctx.report)
+    ctx.resolved = resolve(workload, policy, gpu_resources_of(workload, policy), ctx.report, ctx.claim_classes)
     if ctx.resolved.no_pool and policy.platform.noPool == "ignore":
         return Decision(matched=False, generation=policy.generation,
                         reason=f"no pool fits this GPU workload ({ctx.resolved.no_pool}); Platform.spec.noPool: ignore")
-    ctx.plan = make_plan(workload, ctx.resolved, policy)
+    ctx.plan = make_plan(workload, ctx.resolved, policy, ctx.claim_classes)
     skeleton = adapter.skeleton(obj) if capable(adapter, Skeleton) else None
     if skeleton is not None:  # the kind's writable template needs its parents first (a TrainJob's runtime patch)
         patcher.extend(*skeleton[:1], [skeleton[1]])
@@ -171,13 +171,13 @@ def _non_create(ctx: Context) -> Decision:
         return decision
     old = Workload(project(policy, request.old), workload.adapter)
     ignore = lambda *a, **k: None  # noqa: E731 - intent problems were reported when the object was created
-    ctx.resolved = resolve(workload, policy, gpu_resources_of(workload, policy), ignore)
+    ctx.resolved = resolve(workload, policy, gpu_resources_of(workload, policy), ignore, ctx.claim_classes)
     # the stored object is well-formed in a cluster; a malformed one (a captured or fuzzed review)
     # counts as holding nothing, so the whole new size is checked
     before = Resolved(pods=0) if shape_problems(old) else resolve(old, policy, gpu_resources_of(old, policy), ignore)
     added = ctx.resolved.total_gpus - before.total_gpus
     if added > 0:
-        ctx.plan = make_plan(workload, ctx.resolved, policy)
+        ctx.plan = make_plan(workload, ctx.resolved, policy, ctx.claim_classes)
         quota.check(ctx, workload, extra_gpus=added)
         decision.reason = f"UPDATE: {before.pods} -> {ctx.resolved.pods} pods checked against quota"
     decision.violations = ctx.violations
@@ -191,7 +191,8 @@ def _summary(ctx: Context) -> dict:
         "kind": ctx.workload.kind, "name": ctx.workload.display_name, "namespace": ctx.namespace,
         "pool": r.pool_name, "gpuResource": r.gpu_resource, "gpusPerPod": r.gpus_per_pod, "pods": r.pods,
         "scale": plan.scale.as_dict(),
-        "gang": plan.gang.backend or "none", "topology": r.level_name if r.pods > 1 else None,
+        "gang": plan.gang.mechanism, "topology": r.level_name if plan.colocation.applies else None,
         "priority": r.tier[0] if r.tier else None,
         "datasets": [n for n, _ in r.datasets], "checkpoint": r.checkpoint[0] if r.checkpoint else None,
+        "notes": sorted(ctx.notes),
     }

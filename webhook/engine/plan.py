@@ -13,6 +13,7 @@ what the cluster serves), add a field and the one function that fills it.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING
@@ -20,9 +21,21 @@ from typing import TYPE_CHECKING
 from ..policy import PolicySet
 from ..policy.policyset import TOPOLOGY_GATE
 from ..policy.vocab import GangBackend
-from .backends import JOBSET_EXCLUSIVE, KUEUE_QUEUE, TEMPLATE_ANNOTATIONS, TEMPLATE_LABELS, VOLCANO_MIN_MEMBER
+from .backends import (
+    JOBSET_EXCLUSIVE,
+    KAI_REQUIRED_PLACEMENT,
+    KAI_TOPOLOGY,
+    KUEUE_REQUIRED_TOPOLOGY,
+    OBJECT_LABELS,
+    SCHEDULER_GANGS,
+    TEMPLATE_ANNOTATIONS,
+    TEMPLATE_LABELS,
+    TOPOLOGY_REQUESTS,
+    VOLCANO_MIN_MEMBER,
+)
 from .concerns.intent import Resolved
-from .paths import Path, field_path, get_path
+from .network import Brought, ClaimClasses, brought_by, unknown_claims
+from .paths import Path, as_dict, field_path, get_path
 from .workloads import Gang, GangMethod, PodTemplate, Workload
 
 if TYPE_CHECKING:  # types only: the engine runs on cached policy records too (policy.cache)
@@ -55,6 +68,14 @@ class GangPlan:
         return self.backend_id if self.requested and self.why_not is None else None
 
     @property
+    def mechanism(self) -> str:
+        """What forms the workload's gang, for people: the backend, or the kind's own mechanism (a Volcano Job's
+        gang is Volcano's whatever the policy's backend), or "none"."""
+        if self.backend is None:
+            return "none"
+        return (self.gang.formed_by if self.gang is not None and self.gang.formed_by else None) or self.backend_id
+
+    @property
     def foreign_names(self) -> str:
         return ", ".join(sorted(name for name, _ in self.foreign))
 
@@ -72,6 +93,12 @@ class Colocation:
     method: str | None = None
     by_gang: bool = False
     unavailable: str = ""
+    left_to: str = ""  # why trainadmit adds no colocation: the workload's own topology request, another gang
+
+    @property
+    def applies(self) -> bool:
+        """The workers are colocated at the level (by some method that can be used here)."""
+        return self.method not in (None, "none") and not self.unavailable
 
 
 @dataclass(frozen=True)
@@ -83,31 +110,104 @@ class ScaleField:
 
 
 @dataclass(frozen=True)
-class Scale:
-    """The fields of the kind that hold its Pod counts: per template, the fields whose product is its count,
-    and fields that must change with them (a Job's completions). ``largest`` is the product of the template
-    with the most Pods."""
+class TemplateScale:
+    """One template's count fields (the product is its Pods), the fields that follow the first (a Job's
+    completions), and the Pods it runs now."""
 
-    products: tuple[tuple[ScaleField, ...], ...] = ()
-    follow: tuple[ScaleField, ...] = ()
+    root: Path
+    fields: tuple[ScaleField, ...]
+    follow: tuple[ScaleField, ...]
+    pods: int
+
+
+@dataclass(frozen=True)
+class ScaleChange:
+    """New values for count fields, and the Pods the template then runs."""
+
+    values: tuple[tuple[Path, int], ...]
+    pods: int
+
+    @property
+    def values_text(self) -> str:
+        return " and ".join(f"{field_path(path)}: {value}" for path, value in self.values)
+
+
+@dataclass(frozen=True)
+class Scale:
+    """The fields of the kind that hold its Pod counts, per template, and which template advice about the number
+    of workers changes: the one with the most Pods among those that run GPUs (a PyTorchJob's Worker, not its
+    Master; an MPIJob's workers, not its launcher). Advice gives values, in those fields, that would pass."""
+
+    templates: tuple[TemplateScale, ...] = ()
     largest: int = 0
+
+    @property
+    def target(self) -> TemplateScale | None:
+        return self.templates[self.largest] if self.largest < len(self.templates) else None
 
     @property
     def path(self) -> str | None:
         """The field advice about the number of workers points at: the largest template's first count field."""
-        product = self.products[self.largest] if self.largest < len(self.products) else ()
-        return field_path(product[0].path) if product else None
+        target = self.target
+        return field_path(target.fields[0].path) if target is not None and target.fields else None
 
-    def at_most(self, pods: int) -> str:
-        """How to run at most ``pods`` Pods, in the kind's own fields."""
-        if len(self.products) == 1 and len(self.products[0]) == 1:
-            names = [field_path(f.path) for f in (*self.products[0], *self.follow)]
-            return f"set {' and '.join(names)} to at most {pods}"
-        terms = [" × ".join(field_path(f.path) for f in product) for product in self.products if product]
-        return f"make {' + '.join(terms)} at most {pods}"
+    def change_to(self, workload: Workload, pods: int) -> ScaleChange | None:
+        """The kind's fields set so that the largest template runs at most ``pods`` Pods, or None when no whole
+        values can (fewer than one Pod). Its first count field changes if that can do it, else the next (a
+        JobSet's replicas, then its Jobs' parallelism); the Pods are the kind's own count (clamps, defaults)."""
+        target = self.target
+        if target is None or pods < 1:
+            return None
+        for i, changed in enumerate(target.fields):
+            best = None
+            low, high = 1, pods + 1
+            while low <= high:  # the largest value whose Pods fit: counts grow with every field
+                mid = (low + high) // 2
+                got = _pods_with(workload, target.root, {changed.path: mid})
+                if got <= pods:
+                    best, low = (mid, got), mid + 1
+                else:
+                    high = mid - 1
+            if best is None:
+                continue
+            follow = tuple((f.path, best[0]) for f in target.follow) if i == 0 else ()
+            return ScaleChange(((changed.path, best[0]), *follow), best[1])
+        return None
+
+    def with_pods(self, workload: Workload, pods: int) -> str | None:
+        """``change_to`` as advice ("set spec.parallelism: 3 and spec.completions: 3")."""
+        change = self.change_to(workload, pods)
+        return f"set {change.values_text}" if change is not None else None
+
+    def fewer(self, workload: Workload, by: int) -> str:
+        """Advice to run ``by`` Pods fewer, in the kind's own fields (values that would pass)."""
+        target = self.target
+        exact = self.with_pods(workload, target.pods - by) if target is not None else None
+        if exact is not None:
+            return exact
+        terms = [" × ".join(field_path(f.path) for f in t.fields) for t in self.templates if t.fields]
+        total = sum(t.pods for t in self.templates)
+        return f"make {' + '.join(terms) or 'the workload'} at most {max(total - by, 0)} Pods"
+
+    def fewer_gpus(self, workload: Workload, resolved: Resolved, by: int) -> str:
+        """Advice to ask for ``by`` GPUs fewer: Pods of the largest GPU template, in the kind's own fields."""
+        target = self.target
+        gpus = next((n for t, n in resolved.gpu_templates if target is not None and t.root == target.root), 0)
+        return self.fewer(workload, -(-by // gpus) if gpus else by)
 
     def as_dict(self) -> dict[str, object]:
-        return {field_path(f.path): f.value for product in self.products for f in product}
+        return {field_path(f.path): f.value for t in self.templates for f in t.fields}
+
+
+def _pods_with(workload: Workload, root: Path, values: dict[Path, int]) -> int:
+    """The Pods the template at ``root`` runs once the count fields in ``values`` hold them (the kind's count)."""
+    obj = copy.deepcopy(workload.obj)
+    for path, value in values.items():
+        cur = obj
+        for part in path[:-1]:
+            cur = cur.setdefault(part, {}) if isinstance(cur, dict) else cur[part]
+        cur[path[-1]] = value
+    return next((t.pods for t in workload.adapter.templates(obj) if t.root == root), 0)
 
 
 @dataclass(frozen=True)
@@ -116,6 +216,16 @@ class Plan:
     colocation: Colocation = Colocation()
     pool_templates: tuple[PodTemplate, ...] = ()  # get the pool's placement, RDMA, NCCL, storage, preflight
     scale: Scale = Scale()
+    brought: tuple[tuple[Path, Brought], ...] = ()  # per pool template (by root): the network it brings itself
+
+    def network_of(self, template: PodTemplate) -> Brought | None:
+        """What ``template`` brings for its network, when it brings anything (None: nothing of its own)."""
+        return next((b for root, b in self.brought if root == template.root), None)
+
+    def own_network(self, template: PodTemplate) -> bool:
+        """The template brings its own network: the pool's RDMA and NCCL transport stay out of it."""
+        found = self.network_of(template)
+        return found is not None and found.own_network
 
 
 # ---- the decisions --------------------------------------------------------------------------------
@@ -130,8 +240,9 @@ def present_gangs(workload: Workload) -> dict[str, str]:
             found.setdefault(backend, field_path(gang.path))
     if VOLCANO_MIN_MEMBER in w.annotations:
         found["volcano"] = f'metadata.annotations["{VOLCANO_MIN_MEMBER}"]'
-    if KUEUE_QUEUE in w.labels:
-        found["kueue"] = f'metadata.labels["{KUEUE_QUEUE}"]'
+    for key, backend in OBJECT_LABELS:
+        if key in w.labels:
+            found.setdefault(backend, f'metadata.labels["{key}"]')
     if JOBSET_EXCLUSIVE in w.annotations:
         found["jobset-exclusive"] = f'metadata.annotations["{JOBSET_EXCLUSIVE}"]'
     for t in w.templates:
@@ -139,6 +250,9 @@ def present_gangs(workload: Workload) -> dict[str, str]:
         where = field_path(t.meta_path)
         if t.pod_spec.get("schedulingGroup") or t.pod_spec.get("workloadRef"):
             found.setdefault("native/pod-group", field_path((*t.spec_path, "schedulingGroup")))
+        for scheduler, backend in SCHEDULER_GANGS:
+            if t.pod_spec.get("schedulerName") == scheduler:
+                found.setdefault(backend, field_path((*t.spec_path, "schedulerName")))
         for key, backend in TEMPLATE_LABELS:
             if isinstance(labels, dict) and key in labels:
                 found.setdefault(backend, f'{where}.labels["{key}"]')
@@ -179,22 +293,84 @@ def colocation_method(policy: PolicySet) -> str:
         return gang.topologyMethod
     if gang.backend is GangBackend.native and TOPOLOGY_GATE not in platform.featureGates:
         return "podAffinity"
+    if gang.backend is GangBackend.kai:
+        return "kai" if gang.kaiTopology else "podAffinity"
     return {GangBackend.native: "native", GangBackend.kueue: "kueue"}.get(gang.backend, "podAffinity")
 
 
-def plan_colocation(resolved: Resolved, policy: PolicySet, gang: GangPlan) -> Colocation:
-    """Colocation at the requested level, for workloads with more than one GPU Pod."""
+def _no_gang_of_ours(resolved: Resolved, gang: GangPlan, kind: str) -> str:
+    """Why the workload has no gang of the policy's backend to carry its colocation ("" when it has one)."""
+    if not gang.requested:
+        if resolved.gang_explicit:
+            return "its gang annotation turns the gang off"
+        return (f"this {kind} has none: its operator counts {resolved.gang_size} of its {resolved.pods} Pods in a "
+                "gang (an elastic job counts its minimum)")
+    if gang.why_not is NoGang.foreign:
+        return f"another mechanism forms its gang ({gang.foreign_names})"
+    if gang.why_not is not None:
+        return f"this {kind} gets none ({gang.why_not.value})"
+    if gang.gang is not None and gang.gang.formed_by:
+        return f"{gang.gang.formed_by} forms this {kind}'s gang"
+    return ""
+
+
+def _uncarried(resolved: Resolved, policy: PolicySet, gang: GangPlan, method: str, kind: str) -> str:
+    """Why the gang cannot carry the colocation ``method`` asks for ("" when it can): the native topology
+    constraint is part of a native gang (Job.spec.scheduling or a native PodGroup), KAI's placement annotations
+    are read by KAI's podgrouper when it groups the workload."""
+    backend = policy.platform.gang.backend
+    wanted = GangBackend.native if method == "native" else GangBackend.kai
+    what = "the native topology constraint is part of a native gang" if method == "native" else \
+        "KAI's topology placement is read by KAI's podgrouper when it groups the workload"
+    if backend is not wanted:
+        return f"{what}, and the policy's gang backend is {backend.value}"
+    if method == "kai" and not policy.platform.gang.kaiTopology:
+        return f"{what}, which needs the name of a KAI Topology (Platform.spec.gang.kaiTopology)"
+    missing = _no_gang_of_ours(resolved, gang, kind)
+    if missing:
+        return f"{what}, and {missing}"
+    if method == "native" and gang.gang is not None and gang.gang.method not in (GangMethod.spec, GangMethod.templates):
+        return f"{what}, and this {kind} joins its gang through its operator's fields, which carry none"
+    return ""
+
+
+def own_topology(workload: Workload, node_label: str, policy: PolicySet) -> str:
+    """Where the workload already asks a gang scheduler for a topology of its own (Kueue's podset topology
+    annotations, KAI's placement annotations), other than the value trainadmit itself writes; "" for nowhere."""
+    ours = {KUEUE_REQUIRED_TOPOLOGY: node_label, KAI_REQUIRED_PLACEMENT: node_label,
+            KAI_TOPOLOGY: policy.platform.gang.kaiTopology}
+    places = [("metadata", workload.annotations)] + [(field_path(t.meta_path), as_dict(t.pod_meta.get("annotations")))
+                                                     for t in workload.templates]
+    for where, found in places:
+        for key in TOPOLOGY_REQUESTS:
+            if key in found and found[key] != ours.get(key):
+                return f'{where}.annotations["{key}"]'
+    return ""
+
+
+def plan_colocation(resolved: Resolved, policy: PolicySet, gang: GangPlan, workload: Workload) -> Colocation:
+    """Colocation at the requested level, for workloads with more than one GPU Pod. A method the workload's gang
+    must carry (native, kai) that it cannot: auto colocates by pod affinity instead; a method the policy names is
+    unavailable, and the decision says why."""
     r = resolved
     if r.level is None or r.gpu_pods <= 1:
         return Colocation(level_name=r.level_name, level=r.level)
+    theirs = own_topology(workload, r.level.nodeLabel, policy)
+    if theirs:
+        return Colocation(r.level_name, r.level, left_to=f"its own topology request ({theirs})")
+    if gang.why_not is NoGang.foreign:
+        return Colocation(r.level_name, r.level, left_to=f"{gang.foreign_names}, which forms and places its gang")
     method = colocation_method(policy)
     unavailable = ""
     by_gang = False
-    if method == "native":
-        if policy.platform.gang.backend is not GangBackend.native or not r.gang:
-            unavailable = "the native topology constraint needs the native gang backend"
+    if method in ("native", "kai"):
+        why = _uncarried(resolved, policy, gang, method, workload.kind)
+        if not why:
+            by_gang = method == "native"
+        elif policy.platform.gang.topologyMethod == "auto":
+            method = "podAffinity"
         else:
-            by_gang = gang.backend is not None
+            unavailable = why
     return Colocation(r.level_name, r.level, method, by_gang, unavailable)
 
 
@@ -208,21 +384,38 @@ def plan_pool_templates(workload: Workload, resolved: Resolved) -> tuple[PodTemp
     return tuple(workload.templates) if r.pool is not None and r.pool_explicit else ()
 
 
-def plan_scale(workload: Workload) -> Scale:
-    """The kind's count fields, as its adapter declares them, with the values the object holds."""
-    products, follow, pods = [], [], []
+def plan_scale(workload: Workload, resolved: Resolved) -> Scale:
+    """The kind's count fields, as its adapter declares them, with the values the object holds; advice changes
+    the template with the most Pods among those that run GPUs (any, when none does)."""
+    gpu_roots = {t.root for t, _ in resolved.gpu_templates}
+    found = []
     for t in workload.templates:
         declared = t.spec.scale
         if declared is None:
             continue
-        products.append(tuple(ScaleField(p, get_path(workload.obj, p)) for p in declared.fields))
-        follow.extend(ScaleField(p, get_path(workload.obj, p)) for p in declared.follow)
-        pods.append(t.pods)
-    largest = max(range(len(pods)), key=lambda i: pods[i], default=0)
-    return Scale(tuple(products), tuple(follow), largest)
+        found.append((TemplateScale(t.root, tuple(ScaleField(p, get_path(workload.obj, p)) for p in declared.fields),
+                                    tuple(ScaleField(p, get_path(workload.obj, p)) for p in declared.follow), t.pods),
+                      t.root in gpu_roots))
+    largest = max(range(len(found)), key=lambda i: (found[i][1], found[i][0].pods, -i), default=0)
+    return Scale(tuple(t for t, _ in found), largest)
 
 
-def make_plan(workload: Workload, resolved: Resolved, policy: PolicySet) -> Plan:
+def plan_networks(templates: tuple[PodTemplate, ...], resolved: Resolved, policy: PolicySet,
+                  claim_classes: ClaimClasses) -> tuple[tuple[Path, Brought], ...]:
+    """What each pool template brings for its network itself (``network.brought_by``), where it brings any."""
+    out = []
+    for template in templates:
+        brought = brought_by(template, policy, resolved.pool, claim_classes)
+        if brought.own_network or brought.nccl:
+            out.append((template.root, brought))
+    return tuple(out)
+
+
+def make_plan(workload: Workload, resolved: Resolved, policy: PolicySet,
+              claim_classes: ClaimClasses = unknown_claims) -> Plan:
     gang = plan_gang(workload, resolved, policy)
-    return Plan(gang=gang, colocation=plan_colocation(resolved, policy, gang),
-                pool_templates=plan_pool_templates(workload, resolved), scale=plan_scale(workload))
+    pool_templates = plan_pool_templates(workload, resolved)
+    return Plan(gang=gang, colocation=plan_colocation(resolved, policy, gang, workload),
+                pool_templates=pool_templates,
+                scale=plan_scale(workload, resolved),
+                brought=plan_networks(pool_templates, resolved, policy, claim_classes))

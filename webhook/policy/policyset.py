@@ -14,6 +14,7 @@ import difflib
 import fnmatch
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from .compiled import CompiledRule, compile_rules
@@ -32,7 +33,12 @@ if TYPE_CHECKING:  # types only: a cached set holds plain records of these (cach
     )
 
 DEFAULT_SCHEDULER = "default-scheduler"
-BACKEND_SCHEDULERS = {GangBackend.volcano: "volcano", GangBackend.coscheduling: "scheduler-plugins-scheduler"}
+BACKEND_SCHEDULERS = {GangBackend.volcano: "volcano", GangBackend.coscheduling: "scheduler-plugins-scheduler",
+                      GangBackend.kai: "kai-scheduler"}
+# the queue a backend puts a workload in when it names none: Volcano's and Kueue's "default"; KAI's podgrouper
+# falls back to "default-queue", the leaf queue its install creates (KAI-Scheduler default_grouper.go)
+BACKEND_QUEUES = {GangBackend.kai: "default-queue"}
+DEFAULT_QUEUE = "default"
 # The native PodGroup API by the Kubernetes minor version that introduced it: 1.36 serves
 # scheduling.k8s.io/v1alpha2 (its disruptionMode an enum), 1.37 serves v1beta1 (a struct) and no
 # longer v1alpha2 (KEP-4671; k8s.io/api v0.36.0 scheduling/v1alpha2, master scheduling/v1beta1)
@@ -75,6 +81,12 @@ def _gang_gaps(platform: PlatformSpec) -> list[str]:
         gaps.append(f"native topology constraints need feature gate {TOPOLOGY_GATE} (alpha); topologyMethod auto "
                     "would use pod affinity without it")
     return gaps
+
+
+@lru_cache(maxsize=4096)
+def _matches_any(name: str, patterns: tuple[str, ...]) -> bool:
+    """A name against fnmatch patterns (a handful of resource names per policy: remembered)."""
+    return any(fnmatch.fnmatchcase(name, p) for p in patterns)
 
 
 @dataclass(frozen=True)
@@ -129,6 +141,9 @@ class PolicySet:
     actions: dict[str, Action] = field(init=False)
     enforced: frozenset[Enforceable] = field(init=False)
     scheduler_name: str | None = field(init=False)
+    default_queue: str = field(init=False)  # the queue of a workload that names none
+    nic_patterns: tuple[str, ...] = field(init=False)  # Platform.spec.nics.resources
+    nic_class_patterns: tuple[str, ...] = field(init=False)  # Platform.spec.nics.deviceClasses
     compiled_rules: tuple[CompiledRule, ...] = field(init=False)  # in name order
     compile_problems: tuple[tuple[str, tuple, str], ...] = field(init=False)
     gang_gaps: tuple[str, ...] = field(init=False)  # what the target cluster lacks for the gang backend
@@ -154,6 +169,9 @@ class PolicySet:
         set_(self, "actions", actions)
         set_(self, "enforced", frozenset(spec.enforce))
         set_(self, "scheduler_name", spec.gang.schedulerName or BACKEND_SCHEDULERS.get(spec.gang.backend))
+        set_(self, "default_queue", spec.gang.queue or BACKEND_QUEUES.get(spec.gang.backend, DEFAULT_QUEUE))
+        set_(self, "nic_patterns", tuple(spec.nics.resources))
+        set_(self, "nic_class_patterns", tuple(spec.nics.deviceClasses))
         compiled, problems = compile_rules(self.rules)  # once per generation, never per request
         set_(self, "compiled_rules", tuple(compiled))
         set_(self, "compile_problems", tuple(problems))
@@ -257,6 +275,14 @@ class PolicySet:
         return problems
 
     # ---- request-time look-ups -------------------------------------------------------------
+
+    def is_nic_resource(self, name: str) -> bool:
+        """Whether an extended resource is a NIC (Platform.spec.nics.resources), as a template brings one."""
+        return _matches_any(name, self.nic_patterns)
+
+    def is_nic_class(self, device_class: str) -> bool:
+        """Whether a DRA DeviceClass holds NICs (Platform.spec.nics.deviceClasses)."""
+        return _matches_any(device_class, self.nic_class_patterns)
 
     def is_exempt(self, namespace: str | None) -> bool:
         return namespace is not None and any(fnmatch.fnmatchcase(namespace, p) for p in self.platform.exemptNamespaces)

@@ -31,7 +31,17 @@ from ..paths import Path, field_path
 from ..plan import NoGang
 from ..reads import Reads
 from ..rule import rule
-from ..workloads import Gang, GangFields, GangMethod, GangShape, PodTemplate, Workload, capable
+from ..workloads import (
+    BACKEND_IDS,
+    DefaultedGangSize,
+    Gang,
+    GangFields,
+    GangMethod,
+    GangShape,
+    PodTemplate,
+    Workload,
+    capable,
+)
 from .enforced import conflict, enforced
 
 # v1alpha2 (1.36) spells disruptionMode as an enum; v1beta1 as a struct {single: {}} / {all: {}}
@@ -85,9 +95,12 @@ def mutate(ctx: Context) -> None:
         ctx.report(FOREIGN_BACKEND, plan.foreign[0][1], message, "")
         return
     if plan.why_not is NoGang.unsupported:
+        able = [b for b in BACKEND_IDS if w.adapter.gang(b).method not in (GangMethod.unsupported, GangMethod.unsized)]
         ctx.report(UNSUPPORTED, "metadata",
                    f"{w.kind} cannot join a {ours} gang: {gang.reason}; trainadmit added no gang",
-                   "use a gang backend this kind supports (see the README's operator table) or submit without gang")
+                   (f"its Pods start without a gang; the gang backends this kind can join are {', '.join(able)} "
+                    "(Platform.spec.gang.backend)" if able else "its Pods start without a gang") +
+                   f", or set {ctx.policy.keys.gang}: \"false\" to ask for none")
         return
     if plan.why_not is NoGang.name_required:
         ctx.report(NAME_REQUIRED, "metadata.name",
@@ -161,10 +174,17 @@ def _templates(ctx: Context, size: int, source: Source) -> None:
 
 
 def _fields(ctx: Context, fields: GangFields, size: int, source: Source) -> None:
-    """The keys the kind's operator reads on the object to form its own gang."""
-    r = ctx.resolved
+    """The keys the kind's operator reads on the object to form its own gang. A size the kind's own admission
+    webhook fills (a Volcano Job's ``minAvailable`` left at 0) is left to it, and the decision says so; the
+    PriorityClass the operator copies to its PodGroup is the priority concern's (the tier's)."""
+    r, adapter = ctx.resolved, ctx.workload.adapter
     if fields.size is not None:
-        keep_or_set(ctx, fields.size, _as_field(fields.size, size), source)
+        defaulted = adapter.defaulted_gang_size(ctx.workload.obj) if capable(adapter, DefaultedGangSize) else None
+        if defaulted is not None:
+            ctx.note(f"{field_path(fields.size)}: {adapter.defaulted_by} sets it to the tasks' minimums "
+                     f"({defaulted[1]}), and {adapter.operator} forms the gang from it")
+        else:
+            keep_or_set(ctx, fields.size, _as_field(fields.size, size), source)
     if fields.queue is not None:
         _queue(ctx, fields.queue, fields.queue_crd_default)
     if fields.priority is not None and r.tier is not None:
@@ -172,7 +192,7 @@ def _fields(ctx: Context, fields: GangFields, size: int, source: Source) -> None
         current = ctx.patcher.get(path)
         wanted = r.tier[1].className
         if current is None or current == wanted:
-            ctx.inject(path, wanted, "gang", Source("PriorityTier", r.tier[0], ("spec", "className")))
+            ctx.inject(path, wanted, "priority", Source("PriorityTier", r.tier[0], ("spec", "className")))
         else:
             conflict(ctx, Enforceable.priorityClassName, path, current, wanted)
     if fields.switch is not None:
@@ -193,9 +213,11 @@ def _kueue(ctx: Context, gang: Gang, source: Source) -> None:
 
 
 def _queue(ctx: Context, path: Path, crd_default: str | None = None) -> None:
-    """The queue at ``path``; a value equal to the CRD's default counts as unset (the apiserver wrote it)."""
+    """The queue at ``path``; a value equal to the CRD's default counts as unset (the apiserver wrote it), and is
+    the queue when neither the workload nor the policy names one (a Volcano Job's, whatever the backend)."""
     r = ctx.resolved
-    queue = r.queue or "default"
+    named = r.queue_explicit or ctx.policy.platform.gang.queue is not None
+    queue = (r.queue if named or crd_default is None else crd_default) or ctx.policy.default_queue
     current = ctx.patcher.get(path)
     if current is not None and current == crd_default:
         current = None

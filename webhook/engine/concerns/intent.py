@@ -14,9 +14,11 @@ from typing import TYPE_CHECKING
 from ...policy import PolicySet
 from ...policy.vocab import Action
 from ..concern import Concern
+from ..network import ClaimClasses, unknown_claims
+from ..paths import Path, as_dict, as_list, field_path
 from ..reads import INTENT_KEYS, Reads
 from ..rule import RuleId, rule
-from ..workloads import PodTemplate, Workload, pod_resource_total
+from ..workloads import Aliased, PodTemplate, Workload, capable, pod_resource_total
 
 if TYPE_CHECKING:  # types only: the engine runs on cached policy records too (policy.cache)
     from ...policy.models import CheckpointClassSpec, DatasetSpec, PoolSpec, PriorityTierSpec, TopologyLevel
@@ -37,7 +39,8 @@ NO_POOL = rule("intent.no-pool", Action.deny,
 CONCERN = Concern("intent", rules=(INVALID, UNKNOWN_POOL, UNKNOWN_TOPOLOGY, UNKNOWN_DATASET, UNKNOWN_CHECKPOINT,
                                    UNKNOWN_PRIORITY, NO_POOL),
                   reads=Reads(metadata=("labels", "annotations", "ownerReferences"), annotations=(INTENT_KEYS,),
-                              container=("resources",), init_container=("resources",)))
+                              pod=("hostNetwork", "resourceClaims"), container=("resources",),
+                              init_container=("resources",)))
 
 Report = Callable[[RuleId, str, str, str], None]
 
@@ -88,21 +91,56 @@ def gpu_resources_of(workload: Workload, policy: PolicySet) -> list[str]:
     return [n for n in workload.resource_names if n in gpu or n.startswith(MIG_PREFIX)]
 
 
-def fabrics_of(workload: Workload, policy: PolicySet) -> dict[str, str]:
-    """The fabrics a workload asks for (fabric name -> the resource or annotation that asks): those of
-    Platform.spec.fabrics, and the fabric of each pool whose RDMA resources it requests."""
-    names = set(workload.resource_names)
-    annotations = set(workload.annotations)
-    for template in workload.templates:
-        annotations.update(k for k in (template.pod_meta.get("annotations") or {}) if isinstance(k, str))
+def _asked(workload: Workload, gpu_roots: set, claim_classes: ClaimClasses) -> dict[str, str]:
+    """Every key that can mean a fabric, with the first field of the object that holds it: resources by name,
+    annotation keys, DRA classes ("class:<name>"), and "hostNetwork" (on a template that runs GPUs; a CPU
+    launcher's host network is not NCCL's)."""
     found: dict[str, str] = {}
-    for name, fabric in policy.platform.fabrics.items():
-        hit = next((r for r in fabric.resources if r in names), None) or \
-            next((a for a in fabric.annotations if a in annotations), None)
-        if hit is not None:
-            found[name] = hit
+    for key in workload.annotations:
+        found.setdefault(key, f'metadata.annotations["{key}"]')
+    for template in workload.templates:
+        for key in as_dict(template.pod_meta.get("annotations")):
+            found.setdefault(key, field_path((*template.meta_path, "annotations", key)))
+        for ref in template.all_containers:
+            resources = as_dict(ref.body.get("resources"))
+            for section in ("limits", "requests"):
+                for name in as_dict(resources.get(section)):
+                    found.setdefault(name, _user_field(workload, (*template.container_path(ref), "resources",
+                                                                   section, name)))
+        for i, entry in enumerate(as_list(template.pod_spec.get("resourceClaims"))):
+            for device_class in (claim_classes(entry) if isinstance(entry, dict) else None) or ():
+                found.setdefault(f"class:{device_class}", field_path((*template.spec_path, "resourceClaims", i)))
+        if template.root in gpu_roots and template.pod_spec.get("hostNetwork") is True:
+            found.setdefault("hostNetwork", field_path((*template.spec_path, "hostNetwork")))
+    return found
+
+
+def _user_field(workload: Workload, path: Path) -> str:
+    """A template path as a field of the user's object (a TrainJob's container resources are in spec.trainer)."""
+    if capable(workload.adapter, Aliased):
+        for prefix, target in workload.adapter.aliases(workload.obj):
+            if path[: len(prefix)] == prefix:
+                return field_path((*target, *path[len(prefix):]))
+    return field_path(path)
+
+
+def fabrics_of(workload: Workload, policy: PolicySet, gpu_templates: list[PodTemplate] | None = None,
+               claim_classes: ClaimClasses = unknown_claims) -> dict[str, str]:
+    """The fabrics a workload asks for (fabric name -> the field that asks for it): those of Platform.spec.fabrics,
+    and the fabric of each pool whose RDMA resources it requests. A fabric that yields to another the workload
+    also asks for (``Fabric.yieldsTo``) is not asked for."""
+    asked = _asked(workload, {t.root for t in gpu_templates or ()}, claim_classes)
+    hits: dict[str, str] = {}
+    fabrics = policy.platform.fabrics
+    for name, fabric in fabrics.items():
+        keys = [*fabric.resources, *fabric.annotations, *(f"class:{c}" for c in fabric.deviceClasses),
+                *(["hostNetwork"] if fabric.hostNetwork else [])]
+        where = next((asked[k] for k in keys if k in asked), None)
+        if where is not None:
+            hits[name] = where
+    found = {name: where for name, where in hits.items() if not any(other in hits for other in fabrics[name].yieldsTo)}
     for name, pool in sorted(policy.pools.items()):
-        hit = next((r for r in pool.rdma.resources if r in names), None) if pool.rdma else None
+        hit = next((asked[r] for r in pool.rdma.resources if r in asked), None) if pool.rdma else None
         if hit is not None:
             found.setdefault(fabric_name(name, pool), hit)
     return found
@@ -117,18 +155,53 @@ def _fits(pool_name: str, pool: PoolSpec, fabrics: dict[str, str]) -> bool:
     return all(f == fabric_name(pool_name, pool) for f in fabrics)
 
 
-def _default_pool(policy: PolicySet, resource: str, fabrics: dict[str, str]) -> tuple[str | None, str | None]:
+@dataclass(frozen=True)
+class NoPool:
+    """Why no pool fits a GPU workload, the field of the object that makes it so, and what would."""
+
+    why: str
+    path: str
+    fix: str
+
+
+_IGNORE = " (or set Platform.spec.noPool: ignore to leave such workloads untouched)"
+
+
+def _no_pool_for_fabrics(fabrics: dict[str, str], pools: str, fits: str) -> NoPool:
+    asked = ", ".join(f"{f} ({where})" for f, where in sorted(fabrics.items()))
+    first = sorted(fabrics.items())[0]
+    return NoPool(f"it asks for fabric {asked}, which {pools}", first[1],
+                  f"ask the platform team for a pool with fabric {first[0]}, or remove {first[1]} {fits}" + _IGNORE)
+
+
+def _default_pool(policy: PolicySet, resource: str, fabrics: dict[str, str],
+                  gpu_path: str) -> tuple[str | None, NoPool | None]:
     """(pool, None) for the pool a workload without a pool label gets, or (None, why none fits)."""
     candidates = sorted(n for n, p in policy.pools.items() if p.gpu.resource == resource)
     if not candidates:
-        return None, f"no pool provides {resource}"
+        offered = sorted({p.gpu.resource for p in policy.pools.values()})
+        instead = f"ask for {' or '.join(offered)} at {gpu_path} (the GPUs the pools have), or " if offered else ""
+        return None, NoPool(f"no pool provides {resource}", gpu_path,
+                            f"{instead}ask the platform team for a pool of {resource}" + _IGNORE)
     fitting = [n for n in candidates if _fits(n, policy.pools[n], fabrics)]
     if not fitting:
-        asked = ", ".join(f"{f} ({what})" for f, what in sorted(fabrics.items()))
         offered = ", ".join(f"{n} ({fabric_name(n, policy.pools[n])})" for n in candidates)
-        return None, f"it asks for fabric {asked}, which no pool for {resource} provides (pools: {offered})"
+        default = policy.default_pools.get(resource) or candidates[0]
+        return None, _no_pool_for_fabrics(fabrics, f"no pool for {resource} provides (pools: {offered})",
+                                          f"to run on pool {default}")
     default = policy.default_pools.get(resource)
     return (default if default in fitting else fitting[0]), None
+
+
+def gpu_request(template: PodTemplate, resource: str) -> Path:
+    """Where a template asks for its GPUs: the first regular (else init) container's limit, else request, of
+    ``resource``; its containers when none does."""
+    for ref in sorted(template.all_containers, key=lambda c: c.group != "containers"):
+        resources = as_dict(ref.body.get("resources"))
+        for section in ("limits", "requests"):
+            if resource in as_dict(resources.get(section)):
+                return (*template.container_path(ref), "resources", section, resource)
+    return (*template.spec_path, "containers")
 
 
 def has_intent(workload: Workload, policy: PolicySet) -> bool:
@@ -137,8 +210,10 @@ def has_intent(workload: Workload, policy: PolicySet) -> bool:
     return any(k.startswith(prefix) and k != applied for k in (*workload.labels, *workload.annotations))
 
 
-def resolve(workload: Workload, policy: PolicySet, gpu_resources: list[str], report: Report) -> Resolved:
-    """Resolve intent; ``report(rule, path, message, hint)`` records each problem."""
+def resolve(workload: Workload, policy: PolicySet, gpu_resources: list[str], report: Report,
+            claim_classes: ClaimClasses = unknown_claims) -> Resolved:
+    """Resolve intent; ``report(rule, path, message, hint)`` records each problem; ``claim_classes`` tells the
+    DeviceClasses of the DRA claims the templates make (a fabric's NICs may be claimed that way)."""
     keys = policy.keys
     labels, annotations = workload.labels, workload.annotations
     out = Resolved()
@@ -153,7 +228,8 @@ def resolve(workload: Workload, policy: PolicySet, gpu_resources: list[str], rep
                 out.gpu_templates.append((template, gpus))
 
     # pool (label), and the fabric it must provide
-    out.fabrics = fabrics_of(workload, policy)
+    out.fabrics = fabrics_of(workload, policy, [t for t, _ in out.gpu_templates], claim_classes)
+    no_pool: NoPool | None = None
     pool_value = labels.get(keys.pool)
     if pool_value is not None:
         out.pool_explicit = True
@@ -167,19 +243,20 @@ def resolve(workload: Workload, policy: PolicySet, gpu_resources: list[str], rep
             foreign = {f: w for f, w in out.fabrics.items() if f in policy.platform.fabrics
                        and f != fabric_name(pool_value, policy.pools[pool_value])}
             if foreign and out.gpu_resource:
-                out.no_pool = (f"it asks for fabric {', '.join(f'{f} ({w})' for f, w in sorted(foreign.items()))}, "
-                               f"which pool {pool_value} ({fabric_name(pool_value, policy.pools[pool_value])}) "
-                               "does not provide")
+                provided = fabric_name(pool_value, policy.pools[pool_value])
+                none = _no_pool_for_fabrics(foreign, f"pool {pool_value} ({provided}) does not provide",
+                                            f"to run on pool {pool_value}")
+                out.no_pool, no_pool = none.why, none
             else:
                 out.pool_name = pool_value
     elif out.gpu_resource:
-        out.pool_name, out.no_pool = _default_pool(policy, out.gpu_resource, out.fabrics)
+        gpu_path = _user_field(workload, gpu_request(out.gpu_templates[0][0], out.gpu_resource)) \
+            if out.gpu_templates else "spec"
+        out.pool_name, no_pool = _default_pool(policy, out.gpu_resource, out.fabrics, gpu_path)
+        out.no_pool = no_pool.why if no_pool else None
     out.pool = policy.pools.get(out.pool_name) if out.pool_name else None
-    if out.no_pool and policy.platform.noPool == "deny":
-        report(NO_POOL, f'metadata.labels["{keys.pool}"]' if out.pool_explicit else "spec",
-               f"no pool fits this {workload.kind}: {out.no_pool}",
-               "run it where its fabric is, or ask the platform team for a pool (or set Platform.spec.noPool: "
-               "ignore to leave such workloads untouched)")
+    if out.no_pool and no_pool is not None and policy.platform.noPool == "deny":
+        report(NO_POOL, no_pool.path, f"no pool fits this {workload.kind}: {no_pool.why}", no_pool.fix)
 
     # gang (annotation)
     gang_value = annotations.get(keys.gang)
@@ -248,5 +325,5 @@ def resolve(workload: Workload, policy: PolicySet, gpu_resources: list[str], rep
     # queue (label)
     queue_value = labels.get(keys.queue)
     out.queue_explicit = queue_value is not None
-    out.queue = queue_value if queue_value is not None else policy.platform.gang.queue
+    out.queue = queue_value if queue_value is not None else policy.default_queue
     return out

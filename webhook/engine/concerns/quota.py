@@ -37,16 +37,16 @@ def check(ctx: Context, view: Workload, extra_gpus: int | None = None) -> None:
     found = ctx.policy.quota_for(ns)
     if found is not None:
         qname, quota = found
+        scale = ctx.plan.scale  # advice in the kind's own count fields, with values that would pass
         if quota.maxGPUsPerJob is not None and r.total_gpus > quota.maxGPUsPerJob:
-            most = quota.maxGPUsPerJob // r.gpus_per_pod if r.gpus_per_pod else 0
-            ctx.report(GPUS_PER_JOB, "spec.parallelism",
+            ctx.report(GPUS_PER_JOB, scale.path or "spec",
                        f"requests {r.total_gpus} GPUs ({r.gpu_pods} × {r.gpus_per_pod}); quota {qname} allows "
-                       f"{quota.maxGPUsPerJob} per job in namespace {ns}", f"use at most {most} workers")
+                       f"{quota.maxGPUsPerJob} per job in namespace {ns}",
+                       scale.fewer_gpus(view, r, r.total_gpus - quota.maxGPUsPerJob))
         if quota.maxWorkersPerJob is not None and r.pods > quota.maxWorkersPerJob:
-            scale = ctx.plan.scale  # advice in the kind's own count fields
             ctx.report(WORKERS_PER_JOB, scale.path or "spec",
                        f"runs {r.pods} workers; quota {qname} allows {quota.maxWorkersPerJob} per job",
-                       scale.at_most(quota.maxWorkersPerJob))
+                       scale.fewer(view, r.pods - quota.maxWorkersPerJob))
         if quota.allowedPools is not None and r.pool_name and r.pool_name not in quota.allowedPools:
             ctx.report(POOL_NOT_ALLOWED, f'metadata.labels["{ctx.policy.keys.pool}"]',
                        f"namespace {ns} may not use pool {r.pool_name}",
@@ -66,15 +66,16 @@ def check(ctx: Context, view: Workload, extra_gpus: int | None = None) -> None:
         return
     hard, used = hard_used
     needed = r.total_gpus if extra_gpus is None else extra_gpus
+    scale = ctx.plan.scale
     if r.total_gpus > hard:
-        ctx.report(NAMESPACE_HARD, "spec.parallelism",
+        ctx.report(NAMESPACE_HARD, scale.path or "spec",
                    f"needs {r.total_gpus} {r.gpu_resource}, and namespace {ns} may hold at most {hard} ({source}): "
-                   "this job could never start", f"use at most {hard // max(r.gpus_per_pod, 1)} workers")
+                   "this job could never start", scale.fewer_gpus(view, r, r.total_gpus - hard))
     elif used is not None and needed > hard - used:
         free = max(hard - used, 0)
-        ctx.report(NAMESPACE_REMAINING, "spec.parallelism",
+        ctx.report(NAMESPACE_REMAINING, scale.path or "spec",
                    f"needs {needed} {r.gpu_resource}; namespace {ns} has {free} of {hard} free ({source})",
-                   "wait for running jobs to finish" + (f", or use at most {free // r.gpus_per_pod} workers"
+                   "wait for running jobs to finish" + (f", or {scale.fewer_gpus(view, r, needed - free)}"
                                                         if r.gpus_per_pod and free >= r.gpus_per_pod else ""))
 
 
@@ -87,9 +88,10 @@ def _pool_capacity(ctx: Context) -> None:
     capacity = ctx.cluster.pool_nodes(pool)
     capacity = capacity if capacity is not None else pool.capacityNodes
     if capacity is not None and nodes_needed > capacity:
-        ctx.report(POOL_CAPACITY, "spec.parallelism",
+        scale = ctx.plan.scale
+        ctx.report(POOL_CAPACITY, scale.path or "spec",
                    f"needs {nodes_needed} nodes and pool {r.pool_name} has {capacity}: this job could never start",
-                   f"use at most {capacity} workers")
+                   scale.fewer(ctx.workload, nodes_needed - capacity))
 
 
 CONCERN = Concern("quota", rules=(GPUS_PER_JOB, WORKERS_PER_JOB, POOL_NOT_ALLOWED, PRIORITY_NOT_ALLOWED, NAMESPACE_HARD,

@@ -11,14 +11,14 @@ import hashlib
 from math import ceil
 
 from ...policy.vocab import Action
-from ..backends import KUEUE_REQUIRED_TOPOLOGY
+from ..backends import KAI_REQUIRED_PLACEMENT, KAI_TOPOLOGY, KUEUE_REQUIRED_TOPOLOGY, TOPOLOGY_REQUESTS
 from ..concern import Concern
 from ..context import Context
 from ..decision import Source
-from ..paths import field_path
 from ..reads import Reads
 from ..rule import rule
-from ..workloads import GroupedGangs, PodTemplate, Workload, capable
+from ..workloads import GroupedGangs, Workload, capable
+from .intent import gpu_request
 
 WHOLE_NODE = rule("topology.whole-node", Action.deny,
                   "a multi-pod Job whose GPUs per pod differ from the pool's per node")
@@ -36,6 +36,8 @@ def mutate(ctx: Context) -> None:
     own pods (the first pod of a group that matches its own term is schedulable, so the gang can start)."""
     r, colocation = ctx.resolved, ctx.plan.colocation
     level = colocation.level
+    if colocation.left_to:
+        ctx.note(f"workers are not colocated at level {r.level_name} by trainadmit: left to {colocation.left_to}")
     if colocation.method is None or level is None:
         return
     index = next(i for i, lv in enumerate(r.pool.topology.levels) if lv.name == r.level_name)  # type: ignore[union-attr]
@@ -50,9 +52,28 @@ def mutate(ctx: Context) -> None:
     elif colocation.method == "podAffinity":
         _pod_affinity(ctx, level.nodeLabel, source)
     elif colocation.unavailable:
-        ctx.report(COLOCATION_UNAVAILABLE, "spec.scheduling", colocation.unavailable, "")
+        key = ctx.policy.keys.topology
+        ctx.report(COLOCATION_UNAVAILABLE, f'metadata.annotations["{key}"]',
+                   f"workers are not colocated at level {r.level_name}: {colocation.unavailable}",
+                   f"set {key}: any, or Platform.spec.gang.topologyMethod: auto (pod affinity where the gang cannot "
+                   "carry it)")
+    elif colocation.method == "kai":
+        _kai(ctx, level.nodeLabel, source)
     elif colocation.by_gang:
         ctx.satisfied("topology")  # the gang concern writes the constraint with the gang
+
+
+def _kai(ctx: Context, node_label: str, source: Source) -> None:
+    """KAI's podgrouper reads the Topology and the level every Pod must share from the workload's own annotations."""
+    topology = ctx.policy.platform.gang.kaiTopology
+    wanted = ((KAI_TOPOLOGY, topology, ctx.platform_source("spec", "gang", "kaiTopology")),
+              (KAI_REQUIRED_PLACEMENT, node_label, source))
+    for key, value, why in wanted:
+        path = ("metadata", "annotations", key)
+        if ctx.patcher.get(path) is None:
+            ctx.inject(path, value, "topology", why)
+        else:
+            ctx.satisfied("topology")  # the user's placement stands
 
 
 def _pod_affinity(ctx: Context, node_label: str, source: Source) -> None:
@@ -91,12 +112,24 @@ def workload_label_value(name: str) -> str:
     return f"{name[:54].rstrip('.-_')}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
 
 
-def _gpu_path(resource: str, template: PodTemplate) -> str:
-    for ref in template.main_containers:
-        limits = ((ref.body.get("resources") or {}).get("limits") or {})
-        if resource in limits:
-            return field_path((*template.container_path(ref), "resources", "limits", resource))
-    return field_path((*template.spec_path, "containers"))
+def _whole_nodes(ctx: Context, view: Workload, per: int, templates: dict) -> str:
+    """Values that give every GPU Pod a whole node, in the kind's own fields: each GPU template's GPU field,
+    and the largest GPU template's count fields for the workers the same GPUs make."""
+    r, scale = ctx.resolved, ctx.plan.scale
+    resource = r.gpu_resource or ""
+    workers = max(1, ceil(r.total_gpus / per))
+    target = scale.target
+    changes = [f"{ctx.user_field(gpu_request(templates.get(t.root, t), resource))}: {per}"
+               for t, gpus in r.gpu_templates if gpus != per]
+    others = sum(t.pods for t, _ in r.gpu_templates if target is None or t.root != target.root)
+    change = scale.change_to(view, workers - others) if target is not None and workers > others else None
+    pods = others + change.pods if change is not None else r.gpu_pods
+    if change is not None and pods == r.gpu_pods:
+        change = None  # the count is already right: only the GPUs per Pod change
+    hint = "set " + " and ".join([*changes, *([change.values_text] if change else [])])
+    if pods * per != r.total_gpus:
+        hint += f" ({pods * per} GPUs in all)"
+    return hint
 
 
 def validate(ctx: Context, view: Workload) -> None:
@@ -107,21 +140,21 @@ def validate(ctx: Context, view: Workload) -> None:
     templates = {t.root: t for t in view.templates}
     for original, gpus in r.gpu_templates:
         template = templates.get(original.root, original)
-        gpu_path = _gpu_path(resource, template)
+        gpu_path = gpu_request(template, resource)
         if r.gpu_pods > 1 and gpus != per:
-            total = r.total_gpus
-            workers = max(1, ceil(total / per))
-            hint = f"set {resource}: {per} and {workers} worker{'s' if workers != 1 else ''}"
-            if workers * per != total:
-                hint += f" ({workers * per} GPUs in all)"
             ctx.report(WHOLE_NODE, gpu_path,
                        f"requests {gpus} GPUs per worker across {r.gpu_pods} workers; pool {name} has {per} "
-                       "GPUs per node: multi-node workers must take whole nodes", hint)
+                       "GPUs per node: multi-node workers must take whole nodes",
+                       _whole_nodes(ctx, view, per, templates))
         if r.gpu_pods <= 1 and gpus > per:
             workers = ceil(gpus / per)
+            count = ctx.plan.scale.with_pods(view, workers) if ctx.plan.scale.target is not None else None
+            hint = (f"set {ctx.user_field(gpu_path)}: {per} and {count.removeprefix('set ')}" if count else
+                    f"ask for at most {per} at {ctx.user_field(gpu_path)}, or run {workers} Pods of {per} GPUs as "
+                    "one workload (an Indexed batch/v1 Job)")
             ctx.report(SINGLE_NODE_FIT, gpu_path,
                        f"requests {gpus} GPUs in one pod; nodes of pool {name} have {per}: a pod cannot "
-                       "span nodes", f"run {workers} workers with {resource}: {per} as an Indexed Job")
+                       "span nodes", hint)
     nodes_needed = max(r.gpu_pods, 1)
     if r.level is not None and r.gpu_pods > 1:
         known = ctx.cluster.largest_domain(pool, r.level)
@@ -135,8 +168,8 @@ def validate(ctx: Context, view: Workload) -> None:
                     bigger = level.name
                     break
             where = "in the cluster" if known is not None else "by policy"
-            hint = (f"set {ctx.policy.keys.topology}: {bigger}" if bigger else "") + \
-                   (" or " if bigger else "") + f"use at most {domain} workers"
+            fewer = ctx.plan.scale.fewer(view, nodes_needed - domain)
+            hint = f"set {ctx.policy.keys.topology}: {bigger}, or {fewer}" if bigger else fewer
             ctx.report(DOMAIN_FIT, f'metadata.annotations["{ctx.policy.keys.topology}"]',
                        f"{r.gpu_pods} workers need {nodes_needed} nodes in one {r.level_name}, and the largest "
                        f"{r.level_name} of pool {name} has {domain} nodes ({where})", hint)
@@ -144,5 +177,5 @@ def validate(ctx: Context, view: Workload) -> None:
 
 CONCERN = Concern("topology", rules=(WHOLE_NODE, SINGLE_NODE_FIT, DOMAIN_FIT, COLOCATION_UNAVAILABLE),
                   mutate=mutate, validate=validate,
-                  reads=Reads(metadata=("labels", "annotations", "name"), annotations=(KUEUE_REQUIRED_TOPOLOGY,),
+                  reads=Reads(metadata=("labels", "annotations", "name"), annotations=TOPOLOGY_REQUESTS,
                               pod=("affinity",), container=("resources",)))

@@ -14,6 +14,7 @@ from .base import (
     Adapter,
     Aliased,
     ContainerRef,
+    DefaultedGangSize,
     FieldType,
     Gang,
     GangFields,
@@ -21,6 +22,7 @@ from .base import (
     GangShape,
     GangShapeProblem,
     GroupedGangs,
+    MountsElsewhere,
     PatchedTemplates,
     PodTemplate,
     ResourcesOutsideTemplates,
@@ -63,7 +65,8 @@ def workload_of(obj: dict) -> Workload | None:
 
 
 __all__ = ["ADAPTERS", "BACKEND_IDS", "BY_KIND", "HANDLED_KINDS", "NATIVE_JOB_SCHEDULING", "NATIVE_POD_GROUP",
-           "WORKLOAD_READS", "Adapter", "Aliased", "ContainerRef", "FieldType", "Gang", "GangFields", "GangMethod",
-           "GangShape", "GangShapeProblem", "GroupedGangs", "PatchedTemplates", "PodTemplate",
+           "WORKLOAD_READS", "Adapter", "Aliased", "ContainerRef", "DefaultedGangSize", "FieldType", "Gang",
+           "GangFields", "GangMethod",
+           "GangShape", "GangShapeProblem", "GroupedGangs", "MountsElsewhere", "PatchedTemplates", "PodTemplate",
            "ResourcesOutsideTemplates", "RunLabelled", "Scale", "Skeleton", "TemplateSpec", "UntemplatedPods",
            "Workload", "adapter_for", "capable", "pod_resource_total", "resource_count", "workload_of"]

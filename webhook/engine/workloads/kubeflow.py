@@ -12,11 +12,12 @@ replicas, v2beta1: workers + 1; ``queue``; ``priorityClass``). Kueue queues them
 from __future__ import annotations
 
 from ..paths import as_dict, get_path
-from .base import NATIVE_POD_GROUP, Adapter, Gang, GangFields, GangMethod, Scale, TemplateSpec, count
+from .base import NATIVE_POD_GROUP, Adapter, Gang, GangFields, GangMethod, Scale, TemplateSpec, count, kai_gang
 
 POLICY = ("spec", "runPolicy", "schedulingPolicy")
 RUN_POLICY_SUSPEND = ("spec", "runPolicy", "suspend")
 TRAINING_OPERATOR = "training-operator --gang-scheduler-name"
+KAI_KUBEFLOW_SIZE = "spec.runPolicy.schedulingPolicy.minAvailable, else every replica"
 
 
 def _replica_templates(obj: dict, field: str, defaults: dict[str, int]) -> list[TemplateSpec]:
@@ -62,6 +63,7 @@ class PyTorchJobAdapter(_KubeflowAdapter):
         "coscheduling": Gang(GangMethod.fields, _fields(False, False, f"{TRAINING_OPERATOR}=scheduler-plugins")),
         "volcano": Gang(GangMethod.fields, _fields(True, True, f"{TRAINING_OPERATOR}=volcano")),
         "kueue": Gang(GangMethod.kueue, suspend=RUN_POLICY_SUSPEND),
+        "kai": kai_gang(KAI_KUBEFLOW_SIZE + "; elastic: Master + elasticPolicy.minReplicas"),
     }
     replicas_field, default_replicas = "pytorchReplicaSpecs", {"Master": 1, "Worker": 1}
 
@@ -84,6 +86,7 @@ class MPIJobV1Adapter(_KubeflowAdapter):
         "volcano": Gang(GangMethod.fields, _fields(True, True, f"{TRAINING_OPERATOR}=volcano")),
         # Kueue's MPIJob integration is built on v2beta1 and claims only kubeflow.org/v2*
         "kueue": Gang(GangMethod.unsupported, reason="Kueue manages kubeflow.org/v2beta1 MPIJobs only"),
+        "kai": kai_gang(KAI_KUBEFLOW_SIZE),
     }
     replicas_field, default_replicas = "mpiReplicaSpecs", {"Launcher": 1, "Worker": 0}
 
@@ -98,6 +101,7 @@ class MPIJobV2Adapter(_KubeflowAdapter):
         "coscheduling": Gang(GangMethod.fields, _fields(False, False, "mpi-operator --gang-scheduling=<name>")),
         "volcano": Gang(GangMethod.fields, _fields(True, True, "mpi-operator --gang-scheduling=volcano")),
         "kueue": Gang(GangMethod.kueue, suspend=RUN_POLICY_SUSPEND),
+        "kai": kai_gang(KAI_KUBEFLOW_SIZE),
     }
     # the launcher is one batch/v1 Job's Pod; workers are Pods of the MPIJob
     replicas_field, default_replicas = "mpiReplicaSpecs", {"Launcher": 1, "Worker": 0}

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ..backends import VOLCANO_QUEUE
 from ..paths import get_path
-from .base import NATIVE_POD_GROUP, Adapter, Gang, GangFields, GangMethod, Scale, TemplateSpec, count
+from .base import NATIVE_POD_GROUP, Adapter, Gang, GangFields, GangMethod, Scale, TemplateSpec, count, kai_gang
 
 REPLICAS = ("spec", "replicas")
 SIZE = ("spec", "leaderWorkerTemplate", "size")
@@ -31,6 +31,7 @@ class LeaderWorkerSetAdapter(Adapter):
             queue=("metadata", "annotations", VOLCANO_QUEUE),
             reads="LWS config gangSchedulingManagement.schedulerProvider: volcano"), scheduler_name=True),
         "kueue": Gang(GangMethod.kueue),  # no suspend: Kueue gates the Pods of each group itself
+        "kai": kai_gang("leaderWorkerTemplate.size"),
     }
     pods_label = "leaderworkerset.sigs.k8s.io/name"
     group_label = "leaderworkerset.sigs.k8s.io/group-index"

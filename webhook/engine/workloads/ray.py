@@ -14,7 +14,7 @@ queue and priority come from the CR labels ``volcano.sh/queue-name`` and ``ray.i
 from __future__ import annotations
 
 from ..paths import Path, as_dict, as_list, get_path
-from .base import NATIVE_POD_GROUP, Adapter, Gang, GangFields, GangMethod, Scale, TemplateSpec, count
+from .base import NATIVE_POD_GROUP, Adapter, Gang, GangFields, GangMethod, Scale, TemplateSpec, count, kai_gang
 
 _GANGS = {
     NATIVE_POD_GROUP: Gang(GangMethod.templates),
@@ -25,6 +25,7 @@ _GANGS = {
                                                   priority=("metadata", "labels", "ray.io/priority-class-name"),
                                                   reads="kuberay-operator --batch-scheduler=volcano")),
     "kueue": Gang(GangMethod.kueue, suspend=("spec", "suspend")),
+    "kai": kai_gang("the head + each worker group's minReplicas (else replicas) × numOfHosts"),
 }
 
 

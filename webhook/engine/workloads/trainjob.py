@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from functools import cached_property
 
-from ..paths import Path, as_dict, as_list, get_path
+from ..paths import Path, as_dict, as_list, field_path, get_path
 from .base import NATIVE_POD_GROUP, Adapter, Gang, GangMethod, PodTemplate, Scale, TemplateSpec, count
 
 MANAGER = "trainadmit.io/admission"
@@ -67,7 +67,10 @@ class TrainJobAdapter(Adapter):
     gangs = {NATIVE_POD_GROUP: Gang(GangMethod.unsupported, reason=_RUNTIME),
              "coscheduling": Gang(GangMethod.unsupported, reason=_RUNTIME),
              "volcano": Gang(GangMethod.unsupported, reason=_RUNTIME),
-             "kueue": Gang(GangMethod.kueue, suspend=("spec", "suspend"))}
+             "kueue": Gang(GangMethod.kueue, suspend=("spec", "suspend")),
+             "kai": Gang(GangMethod.unsupported,
+                         reason="KAI groups a TrainJob's JobSet when the TrainingRuntime's pod template sets "
+                                "schedulerName: kai-scheduler, which a TrainJob's runtime patches cannot set")}
     pods_label = "jobset.sigs.k8s.io/jobset-name"  # TrainJob -> JobSet of the same name -> Jobs -> Pods
     template_patterns = (("spec", "runtimePatches", "[]", "trainingRuntimeSpec", "template", "spec", "replicatedJobs",
                           "[]", "template", "spec", "template"),)
@@ -99,3 +102,25 @@ class TrainJobAdapter(Adapter):
 
     def child_labels(self) -> tuple[str, ...]:
         return ("jobset.sigs.k8s.io/jobset-name", "trainer.kubeflow.org/trainjob-ancestor-step")
+
+    def mounts_elsewhere(self, obj: dict, template: PodTemplate, container: str) -> dict[str, str]:
+        """What the other managers' runtime patches mount into ``container`` of the ``node`` Pods."""
+        out: dict[str, str] = {}
+        for i, patch in enumerate(as_list(get_path(obj, ("spec", "runtimePatches")))):
+            if not isinstance(patch, dict) or patch.get("manager") == MANAGER:
+                continue
+            jobs = as_list(get_path(patch, ("trainingRuntimeSpec", "template", "spec", "replicatedJobs")))
+            for j, rjob in enumerate(jobs):
+                if not isinstance(rjob, dict) or rjob.get("name") != NODE:
+                    continue
+                containers = as_list(get_path(rjob, ("template", "spec", "template", "spec", "containers")))
+                for k, body in enumerate(containers):
+                    if not isinstance(body, dict) or body.get("name") != container:
+                        continue
+                    for m, mount in enumerate(as_list(body.get("volumeMounts"))):
+                        where = field_path(("spec", "runtimePatches", i, "trainingRuntimeSpec", "template", "spec",
+                                            "replicatedJobs", j, "template", "spec", "template", "spec", "containers",
+                                            k, "volumeMounts", m))
+                        if isinstance(mount, dict) and isinstance(mount.get("mountPath"), str):
+                            out.setdefault(mount["mountPath"], where)
+        return out
