@@ -14,6 +14,7 @@ what the cluster serves), add a field and the one function that fills it.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING
@@ -36,7 +37,7 @@ from .backends import (
 from .concerns.intent import Resolved
 from .network import Brought, ClaimClasses, brought_by, unknown_claims
 from .paths import Path, as_dict, field_path, get_path
-from .workloads import Gang, GangMethod, PodTemplate, Workload
+from .workloads import Gang, GangMethod, PodTemplate, TemplateSpec, Workload
 
 if TYPE_CHECKING:  # types only: the engine runs on cached policy records too (policy.cache)
     from ..policy.models import TopologyLevel
@@ -147,67 +148,85 @@ class Scale:
 
     @property
     def path(self) -> str | None:
-        """The field advice about the number of workers points at: the largest template's first count field."""
+        """The field advice about the number of workers points at: the largest template's first count field the
+        object sets (its first when it sets none: the one advice adds)."""
         target = self.target
-        return field_path(target.fields[0].path) if target is not None and target.fields else None
+        if target is None or not target.fields:
+            return None
+        return field_path(next((f.path for f in target.fields if f.value is not None), target.fields[0].path))
 
-    def change_to(self, workload: Workload, pods: int) -> ScaleChange | None:
-        """The kind's fields set so that the largest template runs at most ``pods`` Pods, or None when no whole
-        values can (fewer than one Pod). Its first count field changes if that can do it, else the next (a
-        JobSet's replicas, then its Jobs' parallelism); the Pods are the kind's own count (clamps, defaults)."""
+    def change_to(self, workload: Workload, fits: Callable[[list[TemplateSpec]], bool],
+                  most: int) -> ScaleChange | None:
+        """The largest value of one count field of the largest template (at most ``most``) with which the kind's
+        templates ``fits``, or None when no whole value does. Its first count field changes if that can do it,
+        else the next (a JobSet's replicas, then its Jobs' parallelism); the templates are the kind's own count
+        with the new value (clamps, defaults and fields several templates share included: an LWS's replicas)."""
         target = self.target
-        if target is None or pods < 1:
+        if target is None:
             return None
         for i, changed in enumerate(target.fields):
             best = None
-            low, high = 1, pods + 1
-            while low <= high:  # the largest value whose Pods fit: counts grow with every field
+            low, high = 1, max(most, 1)
+            while low <= high:  # counts grow with every field: the largest value that fits
                 mid = (low + high) // 2
-                got = _pods_with(workload, target.root, {changed.path: mid})
-                if got <= pods:
-                    best, low = (mid, got), mid + 1
+                templates = _templates_with(workload, {changed.path: mid})
+                if fits(templates):
+                    best, low = (mid, templates), mid + 1
                 else:
                     high = mid - 1
             if best is None:
                 continue
             follow = tuple((f.path, best[0]) for f in target.follow) if i == 0 else ()
-            return ScaleChange(((changed.path, best[0]), *follow), best[1])
+            pods = next((t.pods for t in best[1] if t.root == target.root), 0)
+            return ScaleChange(((changed.path, best[0]), *follow), pods)
         return None
 
-    def with_pods(self, workload: Workload, pods: int) -> str | None:
-        """``change_to`` as advice ("set spec.parallelism: 3 and spec.completions: 3")."""
-        change = self.change_to(workload, pods)
-        return f"set {change.values_text}" if change is not None else None
+    def with_pods(self, workload: Workload, pods: int) -> ScaleChange | None:
+        """The largest template's count fields set so that it runs at most ``pods`` Pods (None: no whole value)."""
+        target = self.target
+        if target is None or pods < 1:
+            return None
+        return self.change_to(workload, lambda ts: next((t.pods for t in ts if t.root == target.root), 0) <= pods,
+                              pods + 1)
+
+    def _fallback(self, by: int, what: str) -> str:
+        terms = [" × ".join(field_path(f.path) for f in t.fields) for t in self.templates if t.fields]
+        return f"no count of {' + '.join(terms) or 'its Pods'} alone takes {by} {what} off: {self._hint(what)}"
+
+    @staticmethod
+    def _hint(what: str) -> str:
+        return "ask for fewer GPUs per Pod" if what == "GPUs" else "run fewer Pods in its other roles"
 
     def fewer(self, workload: Workload, by: int) -> str:
-        """Advice to run ``by`` Pods fewer, in the kind's own fields (values that would pass)."""
+        """Advice to run ``by`` Pods fewer, in the kind's own fields, with values that would pass."""
+        total = sum(t.pods for t in workload.adapter.templates(workload.obj))
         target = self.target
-        exact = self.with_pods(workload, target.pods - by) if target is not None else None
-        if exact is not None:
-            return exact
-        terms = [" × ".join(field_path(f.path) for f in t.fields) for t in self.templates if t.fields]
-        total = sum(t.pods for t in self.templates)
-        return f"make {' + '.join(terms) or 'the workload'} at most {max(total - by, 0)} Pods"
+        change = self.change_to(workload, lambda ts: sum(t.pods for t in ts) <= total - by,
+                                target.pods if target is not None else 0)
+        return f"set {change.values_text}" if change is not None else self._fallback(by, "Pods")
 
     def fewer_gpus(self, workload: Workload, resolved: Resolved, by: int) -> str:
-        """Advice to ask for ``by`` GPUs fewer: Pods of the largest GPU template, in the kind's own fields."""
+        """Advice to ask for ``by`` GPUs fewer, by running fewer GPU Pods, in the kind's own fields."""
+        gpus = {t.root: n for t, n in resolved.gpu_templates}
+        total = resolved.total_gpus
         target = self.target
-        gpus = next((n for t, n in resolved.gpu_templates if target is not None and t.root == target.root), 0)
-        return self.fewer(workload, -(-by // gpus) if gpus else by)
+        change = self.change_to(workload, lambda ts: sum(t.pods * gpus.get(t.root, 0) for t in ts) <= total - by,
+                                target.pods if target is not None else 0)
+        return f"set {change.values_text}" if change is not None else self._fallback(by, "GPUs")
 
     def as_dict(self) -> dict[str, object]:
         return {field_path(f.path): f.value for t in self.templates for f in t.fields}
 
 
-def _pods_with(workload: Workload, root: Path, values: dict[Path, int]) -> int:
-    """The Pods the template at ``root`` runs once the count fields in ``values`` hold them (the kind's count)."""
+def _templates_with(workload: Workload, values: dict[Path, int]) -> list[TemplateSpec]:
+    """The kind's templates (with their Pods) once the count fields in ``values`` hold them."""
     obj = copy.deepcopy(workload.obj)
     for path, value in values.items():
         cur = obj
         for part in path[:-1]:
             cur = cur.setdefault(part, {}) if isinstance(cur, dict) else cur[part]
         cur[path[-1]] = value
-    return next((t.pods for t in workload.adapter.templates(obj) if t.root == root), 0)
+    return workload.adapter.templates(obj)
 
 
 @dataclass(frozen=True)

@@ -122,7 +122,7 @@ def _whole_nodes(ctx: Context, view: Workload, per: int, templates: dict) -> str
     changes = [f"{ctx.user_field(gpu_request(templates.get(t.root, t), resource))}: {per}"
                for t, gpus in r.gpu_templates if gpus != per]
     others = sum(t.pods for t, _ in r.gpu_templates if target is None or t.root != target.root)
-    change = scale.change_to(view, workers - others) if target is not None and workers > others else None
+    change = scale.with_pods(view, workers - others) if target is not None and workers > others else None
     pods = others + change.pods if change is not None else r.gpu_pods
     if change is not None and pods == r.gpu_pods:
         change = None  # the count is already right: only the GPUs per Pod change
@@ -149,7 +149,7 @@ def validate(ctx: Context, view: Workload) -> None:
         if r.gpu_pods <= 1 and gpus > per:
             workers = ceil(gpus / per)
             count = ctx.plan.scale.with_pods(view, workers) if ctx.plan.scale.target is not None else None
-            hint = (f"set {ctx.user_field(gpu_path)}: {per} and {count.removeprefix('set ')}" if count else
+            hint = (f"set {ctx.user_field(gpu_path)}: {per} and {count.values_text}" if count else
                     f"ask for at most {per} at {ctx.user_field(gpu_path)}, or run {workers} Pods of {per} GPUs as "
                     "one workload (an Indexed batch/v1 Job)")
             ctx.report(SINGLE_NODE_FIT, gpu_path,
