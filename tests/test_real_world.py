@@ -114,6 +114,9 @@ EXPECTED: dict[str, object] = {
     "netop-ipoib-rdma-test-pod1.yml#0": U,
     "netop-rdma-gpu-test-pod1.yml#0": A,  # 1 GPU with its own Multus network: kept
     "netop-sriov-network-pod1.yaml#0": U,
+    "nvdra-extended-resources-mig-1g-12gb.yaml#0": U,  # Namespace
+    "nvdra-extended-resources-mig-1g-12gb.yaml#1": U,  # DeviceClass
+    "nvdra-extended-resources-mig-1g-12gb.yaml#2": denied("intent.no-pool"),  # a MIG slice: no pool has MIG
     "nvdra-imex-nvbandwidth-test-job-1.yaml#0": U,  # ComputeDomain
     "nvdra-imex-nvbandwidth-test-job-1.yaml#1": denied("topology.whole-node"),  # 2 workers x 2 GPUs
     "oci-dranet-mpijob-BM.GPU4.8.yaml#0": U,  # ResourceClaimTemplate (dra.net NICs)

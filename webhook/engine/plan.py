@@ -70,11 +70,11 @@ class GangPlan:
 
     @property
     def mechanism(self) -> str:
-        """What forms the workload's gang, for people: the backend, or the kind's own mechanism (a Volcano Job's
-        gang is Volcano's whatever the policy's backend), or "none"."""
-        if self.backend is None:
-            return "none"
-        return (self.gang.formed_by if self.gang is not None and self.gang.formed_by else None) or self.backend_id
+        """What forms the workload's gang, for people: the kind's own mechanism (a Volcano Job's gang is Volcano's
+        whatever the policy's backend or the intent), the backend, or "none"."""
+        if self.gang is not None and self.gang.formed_by and self.why_not is not NoGang.foreign:
+            return self.gang.formed_by
+        return self.backend or "none"
 
     @property
     def foreign_names(self) -> str:

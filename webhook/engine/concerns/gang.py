@@ -76,8 +76,14 @@ def keep_or_set(ctx: Context, path: Path, value: object, source: Source) -> None
 # ---- mutation ------------------------------------------------------------------------------------
 
 def mutate(ctx: Context) -> None:
-    """Write the gang the plan chose, or say why there is none."""
+    """Write the gang the plan chose, or say why there is none. A kind whose own mechanism forms its gang whatever
+    is asked (a Volcano Job's) gets the fields that mechanism reads (queue, priority, a size it does not default)."""
     plan, w = ctx.plan.gang, ctx.workload
+    if plan.gang is not None and plan.gang.formed_by and plan.gang.fields is not None and \
+            plan.why_not is not NoGang.foreign:
+        source = ctx.platform_source("spec", "gang", "backend", note=f"{plan.gang.formed_by} forms this kind's gang")
+        _fields(ctx, plan.gang.fields, plan.size, source)
+        return
     if not plan.requested or plan.gang is None:
         return
     ours, gang = plan.backend_id, plan.gang
