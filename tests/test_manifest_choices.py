@@ -292,3 +292,37 @@ def test_the_applied_annotation_names_exactly_the_concerns_that_wrote(policy, na
         assert set(applied(d)["injected"]) == {i.concern for i in d.injections}, name
         again = decide(policy, Request(copy.deepcopy(d.mutated), namespace="team-nlp"))
         assert again.patch == [], f"{name}: a second pass patched {again.patch}"
+
+
+# ---- the policy's words for NICs and fabrics ----------------------------------------------------------------------
+
+def test_the_default_nic_names_are_the_device_plugins_and_clouds_ones(policy):
+    """docs/fabrics.md: the resource names these public manifests and device plugins use are NICs; GPUs are not."""
+    for name in ("rdma/ib", "rdma/rdma_shared_device_a", "rdma/shared_ib", "intel.com/intel_sriov_netdevice",
+                 "openshift.io/sriov_net", "nvidia.com/hostdev", "nvidia.com/mlnxnics", "nvidia.com/rdma-vf",
+                 "nvidia.com/sriovlegacy", "mellanox.com/mlnx_sriov_rdma", "vpc.amazonaws.com/efa"):
+        assert policy.is_nic_resource(name), name
+    for name in ("nvidia.com/gpu", "amd.com/gpu", "nvidia.com/mig-1g.12gb", "cpu", "hugepages-2Mi"):
+        assert not policy.is_nic_resource(name), name
+    for cls in ("dra.net", "dranet.net", "mrdma.google.com", "dranet-rdma-for-mpi", "efa.networking.k8s.aws"):
+        assert policy.is_nic_class(cls), cls
+    assert not policy.is_nic_class("gpu.nvidia.com") and not policy.is_nic_class("compute-domain-default-channel.nvidia.com")
+
+
+def test_a_platforms_own_nic_names_are_respected_too(tmp_path):
+    """A cluster whose device plugin calls its NICs example.com/nic lists them: the network operator's RDMA GPU
+    Pod asking for one keeps it alone."""
+    own = load_policy(write_policy(tmp_path, {"nics": {"resources": ["example.com/nic"]}}))
+    obj = document("netop-rdma-gpu-test-pod1.yml", "Pod")
+    del obj["metadata"]["annotations"]
+    obj["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": 1, "example.com/nic": 1}}
+    [c] = decide(own, Request(obj, namespace="team-nlp")).mutated["spec"]["containers"]
+    assert set(c["resources"]["limits"]) == {"nvidia.com/gpu", "example.com/nic"}
+
+
+def test_a_fabric_yielding_to_one_that_does_not_exist_is_a_policy_error(tmp_path):
+    from trainadmit.policy import PolicyError
+
+    with pytest.raises(PolicyError, match=r"spec\.fabrics\.gke-gpudirect-rdma\.yieldsTo\[0\].*no fabric 'gke-tcpz'"):
+        load_policy(write_policy(tmp_path, {"fabrics": {"gke-gpudirect-rdma": {
+            "annotations": ["networking.gke.io/interfaces"], "yieldsTo": ["gke-tcpz"]}}}))

@@ -213,9 +213,9 @@ class NicSettings(Strict):
         description="Extended resources that are NICs: names or fnmatch patterns (rdma/* is every RDMA device "
         "plugin resource, *sriov* an SR-IOV device plugin's VFs).")
     deviceClasses: list[str] = Field(
-        default_factory=lambda: ["dra.net", "dranet.net", "mrdma.google.com", "netdev.google.com",
-                                 "efa.networking.k8s.aws"],
-        description="DRA DeviceClasses whose devices are NICs (names or fnmatch patterns).")
+        default_factory=lambda: ["dra.net", "dranet.net", "*rdma*", "netdev.google.com", "efa.networking.k8s.aws"],
+        description="DRA DeviceClasses whose devices are NICs (names or fnmatch patterns; *rdma* is GKE's "
+        "mrdma.google.com and every class named for RDMA).")
 
 
 class NodeLabelRequirement(NodeLabelMatch, Strict):

@@ -247,6 +247,11 @@ class PolicySet:
                     problems.append((("Pool", name), ("spec", "default"),
                                      f"pools {names} are all the default for {resource}; only one may be",
                                      f"keep default: true on one pool for {resource}"))
+        for name, fabric in self.platform.fabrics.items():
+            for i, other in enumerate(fabric.yieldsTo):
+                if other not in self.platform.fabrics:
+                    problems.append((platform_ref, ("spec", "fabrics", name, "yieldsTo", i), f"no fabric {other!r}",
+                                     f"use one of: {', '.join(sorted(self.platform.fabrics))}"))
         for name, pool in self.pools.items():
             if pool.fabric is not None and pool.fabric not in self.platform.fabrics and pool.rdma is None:
                 problems.append((("Pool", name), ("spec", "fabric"),
