@@ -358,11 +358,11 @@ def own_topology(workload: Workload, node_label: str, policy: PolicySet) -> str:
     annotations, KAI's placement annotations), other than the value trainadmit itself writes; "" for nowhere."""
     ours = {KUEUE_REQUIRED_TOPOLOGY: node_label, KAI_REQUIRED_PLACEMENT: node_label,
             KAI_TOPOLOGY: policy.platform.gang.kaiTopology}
-    places = [("metadata", workload.annotations)] + [(field_path(t.meta_path), as_dict(t.pod_meta.get("annotations")))
-                                                     for t in workload.templates]
-    for where, found in places:
+    places = [(None, workload.annotations)] + [(t, as_dict(t.pod_meta.get("annotations"))) for t in workload.templates]
+    for template, found in places:
         for key in TOPOLOGY_REQUESTS:
             if key in found and found[key] != ours.get(key):
+                where = field_path(template.meta_path) if template is not None else "metadata"
                 return f'{where}.annotations["{key}"]'
     return ""
 

@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # types only: a cached set holds plain records of these (cach
     from .models import (
         CheckpointClassSpec,
         DatasetSpec,
+        Fabric,
         Platform,
         PlatformSpec,
         PoolSpec,
@@ -81,6 +82,12 @@ def _gang_gaps(platform: PlatformSpec) -> list[str]:
         gaps.append(f"native topology constraints need feature gate {TOPOLOGY_GATE} (alpha); topologyMethod auto "
                     "would use pod affinity without it")
     return gaps
+
+
+def _fabric_keys(fabric: Fabric) -> tuple[str, ...]:
+    """What means a fabric on a workload: its resources, pod annotation keys, "class:<DeviceClass>", "hostNetwork"."""
+    return (*fabric.resources, *fabric.annotations, *(f"class:{c}" for c in fabric.deviceClasses),
+            *(("hostNetwork",) if fabric.hostNetwork else ()))
 
 
 @lru_cache(maxsize=4096)
@@ -144,6 +151,10 @@ class PolicySet:
     default_queue: str = field(init=False)  # the queue of a workload that names none
     nic_patterns: tuple[str, ...] = field(init=False)  # Platform.spec.nics.resources
     nic_class_patterns: tuple[str, ...] = field(init=False)  # Platform.spec.nics.deviceClasses
+    # per fabric, the keys that mean it (resource names, annotation keys, "class:<DeviceClass>", "hostNetwork"),
+    # and every such key of any fabric or pool (what a workload is scanned for)
+    fabric_keys: tuple[tuple[str, tuple[str, ...]], ...] = field(init=False)
+    fabric_wanted: frozenset[str] = field(init=False)
     compiled_rules: tuple[CompiledRule, ...] = field(init=False)  # in name order
     compile_problems: tuple[tuple[str, tuple, str], ...] = field(init=False)
     gang_gaps: tuple[str, ...] = field(init=False)  # what the target cluster lacks for the gang backend
@@ -172,6 +183,10 @@ class PolicySet:
         set_(self, "default_queue", spec.gang.queue or BACKEND_QUEUES.get(spec.gang.backend, DEFAULT_QUEUE))
         set_(self, "nic_patterns", tuple(spec.nics.resources))
         set_(self, "nic_class_patterns", tuple(spec.nics.deviceClasses))
+        keys = tuple((name, _fabric_keys(f)) for name, f in spec.fabrics.items())
+        set_(self, "fabric_keys", keys)
+        set_(self, "fabric_wanted", frozenset(k for _, ks in keys for k in ks) |
+             frozenset(r for p in self.pools.values() if p.rdma for r in p.rdma.resources))
         compiled, problems = compile_rules(self.rules)  # once per generation, never per request
         set_(self, "compiled_rules", tuple(compiled))
         set_(self, "compile_problems", tuple(problems))

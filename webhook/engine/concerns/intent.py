@@ -91,22 +91,25 @@ def gpu_resources_of(workload: Workload, policy: PolicySet) -> list[str]:
     return [n for n in workload.resource_names if n in gpu or n.startswith(MIG_PREFIX)]
 
 
-def _asked(workload: Workload, gpu_roots: set, claim_classes: ClaimClasses) -> dict[str, str]:
-    """Every key that can mean a fabric, with the first field of the object that holds it: resources by name,
-    annotation keys, DRA classes ("class:<name>"), and "hostNetwork" (on a template that runs GPUs; a CPU
-    launcher's host network is not NCCL's)."""
+def _asked(workload: Workload, wanted: frozenset[str], gpu_roots: set, claim_classes: ClaimClasses) -> dict[str, str]:
+    """The keys of ``wanted`` (what can mean a fabric) the object carries, each with the first field that holds
+    it: resources by name, annotation keys, DRA classes ("class:<name>"), and "hostNetwork" (on a template that
+    runs GPUs; a CPU launcher's host network is not NCCL's)."""
     found: dict[str, str] = {}
     for key in workload.annotations:
-        found.setdefault(key, f'metadata.annotations["{key}"]')
+        if key in wanted:
+            found.setdefault(key, f'metadata.annotations["{key}"]')
     for template in workload.templates:
         for key in as_dict(template.pod_meta.get("annotations")):
-            found.setdefault(key, field_path((*template.meta_path, "annotations", key)))
+            if key in wanted and key not in found:
+                found[key] = field_path((*template.meta_path, "annotations", key))
         for ref in template.all_containers:
             resources = as_dict(ref.body.get("resources"))
             for section in ("limits", "requests"):
                 for name in as_dict(resources.get(section)):
-                    found.setdefault(name, _user_field(workload, (*template.container_path(ref), "resources",
-                                                                   section, name)))
+                    if name in wanted and name not in found:
+                        found[name] = _user_field(workload, (*template.container_path(ref), "resources", section,
+                                                             name))
         for i, entry in enumerate(as_list(template.pod_spec.get("resourceClaims"))):
             for device_class in (claim_classes(entry) if isinstance(entry, dict) else None) or ():
                 found.setdefault(f"class:{device_class}", field_path((*template.spec_path, "resourceClaims", i)))
@@ -129,12 +132,12 @@ def fabrics_of(workload: Workload, policy: PolicySet, gpu_templates: list[PodTem
     """The fabrics a workload asks for (fabric name -> the field that asks for it): those of Platform.spec.fabrics,
     and the fabric of each pool whose RDMA resources it requests. A fabric that yields to another the workload
     also asks for (``Fabric.yieldsTo``) is not asked for."""
-    asked = _asked(workload, {t.root for t in gpu_templates or ()}, claim_classes)
-    hits: dict[str, str] = {}
     fabrics = policy.platform.fabrics
-    for name, fabric in fabrics.items():
-        keys = [*fabric.resources, *fabric.annotations, *(f"class:{c}" for c in fabric.deviceClasses),
-                *(["hostNetwork"] if fabric.hostNetwork else [])]
+    asked = _asked(workload, policy.fabric_wanted, {t.root for t in gpu_templates or ()}, claim_classes)
+    if not asked:
+        return {}
+    hits: dict[str, str] = {}
+    for name, keys in policy.fabric_keys:
         where = next((asked[k] for k in keys if k in asked), None)
         if where is not None:
             hits[name] = where
