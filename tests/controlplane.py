@@ -64,13 +64,16 @@ __all__ = [
     "ASSETS_ENV",
     "CertPair",
     "CertificateAuthority",
+    "ClusterFeatures",
     "ControlPlane",
     "ControlPlaneError",
     "KubeError",
     "KubeHTTP",
+    "SchedulingControlPlane",
     "assets_from_env",
     "job_pod",
     "load_manifests",
+    "scheduling_assets_from_env",
     "wait_until",
     "webhook_configs_for_url",
 ]
@@ -1081,3 +1084,178 @@ class ControlPlane:
 
     def log_tail(self, lines: int = 40) -> str:
         return "\n".join(f"--- {n}\n{_tail(self.run_dir / n, lines)}" for n in ("etcd.log", "kube-apiserver.log"))
+
+
+# ------------------------------------------------------------------ scheduler and controller-manager
+
+SCHEDULING_BINARIES = ("kube-scheduler", "kube-controller-manager")
+# OpenShift's controller-manager (the workplace's binaries) has this extra controller, which writes an
+# OpenShift ConfigMap into every namespace; upstream's has no such controller and refuses its name.
+_OPENSHIFT_CONTROLLER = "service-ca-certificate-publisher-controller"
+# No kubelet ever heartbeats: with the default grace periods the node-lifecycle controller marks every
+# Node Unknown after about 50 s and taints it unreachable. With these it never does, yet it still lifts
+# the not-ready taint admission puts on a new Node and taints a Node a test posts Ready=False.
+_NODE_GRACE = ("--node-monitor-grace-period=87600h", "--node-startup-grace-period=87600h")
+
+
+def scheduling_assets_from_env() -> Path | None:
+    """The ``KUBEBUILDER_ASSETS`` folder if it also holds kube-scheduler and kube-controller-manager.
+
+    envtest's own assets (setup-envtest) have only kube-apiserver, etcd and kubectl: tests that need
+    Pods made by controllers and bound by a scheduler skip there.
+    """
+    assets = assets_from_env()
+    if assets is None or not all(os.access(assets / b, os.X_OK) for b in SCHEDULING_BINARIES):
+        return None
+    return assets
+
+
+@dataclass(frozen=True)
+class ClusterFeatures:
+    """What one control plane with controllers runs with: feature gates (on every component, as a
+    cluster sets them) and API versions served (``--runtime-config``). ``name`` names the configuration
+    (tests that share one configuration share one control plane)."""
+
+    name: str
+    feature_gates: tuple[str, ...] = ()
+    runtime_config: tuple[str, ...] = ()
+    apiserver_args: tuple[str, ...] = ()
+    controller_manager_args: tuple[str, ...] = ()
+    scheduler_args: tuple[str, ...] = ()
+
+    @property
+    def gate_flag(self) -> list[str]:
+        return [f"--feature-gates={','.join(f'{g}=true' for g in self.feature_gates)}"] if self.feature_gates else []
+
+
+class SchedulingControlPlane(ControlPlane):
+    """etcd, kube-apiserver, kube-controller-manager and kube-scheduler: Jobs get Pods from the real Job
+    controller, Pods get bound by the real scheduler, owned objects are garbage-collected, new
+    namespaces get their ``default`` ServiceAccount. There is still no kubelet: a bound Pod stays
+    Pending (write its status through the status subresource), and a Pod that has not ended stays
+    Terminating when deleted (:meth:`force_delete_pods`).
+
+    Flags follow the workplace's ``control-plane`` script: each component with its own client
+    certificate (``system:kube-controller-manager``, ``system:kube-scheduler``, bound by the
+    apiserver's bootstrap RBAC, as kubeadm sets them up), each controller with its own ServiceAccount
+    (``--use-service-account-credentials``: the Pods a webhook sees are created by
+    ``system:serviceaccount:kube-system:job-controller``), ``--leader-elect=false``, the node grace
+    periods above, the flex-volume directory inside the run dir (else the controller-manager creates
+    one under /usr/libexec on the host). Started after the apiserver, stopped before it.
+    """
+
+    def __init__(self, assets_dir: str | Path | None = None, *, features: ClusterFeatures, **kw: Any) -> None:
+        self.features = features
+        extra = [*features.gate_flag, *(f"--runtime-config={r}" for r in features.runtime_config),
+                 *features.apiserver_args, *kw.pop("extra_args", ())]
+        super().__init__(assets_dir, extra_args=extra, **kw)
+        missing = [b for b in SCHEDULING_BINARIES if not os.access(self.assets / b, os.X_OK)]
+        if missing:
+            raise ControlPlaneError(f"no executable {' and '.join(missing)} in {self.assets}")
+        self.component_ports: dict[str, int] = {}
+        self.component_seconds: float | None = None
+
+    def start(self, attempts: int = 3) -> SchedulingControlPlane:
+        super().start(attempts)
+        t0 = time.monotonic()
+        try:
+            self._start_components()
+        except BaseException:
+            self.stop()
+            raise
+        self.component_seconds = time.monotonic() - t0
+        self.start_seconds = (self.start_seconds or 0.0) + self.component_seconds
+        return self
+
+    def _component_kubeconfig(self, who: str) -> Path:
+        assert self.ca is not None
+        crt, key = self.ca.issue(f"system:{who}", client=True).write(self.pki, who)
+        cfg = {"apiVersion": "v1", "kind": "Config", "current-context": "test",
+               "clusters": [{"name": "test", "cluster": {"server": self.url, "certificate-authority": str(
+                   self.pki / "ca.crt")}}],
+               "users": [{"name": who, "user": {"client-certificate": str(crt), "client-key": str(key)}}],
+               "contexts": [{"name": "test", "context": {"cluster": "test", "user": who}}]}
+        path = self.run_dir / f"{who}.kubeconfig"
+        path.write_text(yaml.safe_dump(cfg))
+        return path
+
+    def _serving_args(self, who: str) -> list[str]:
+        assert self.ca is not None
+        if not (self.pki / "serving.crt").exists():
+            self.ca.issue("localhost", server=True, ips=["127.0.0.1"], dns_names=["localhost"]).write(self.pki, "serving")
+        kubeconfig, port = self._component_kubeconfig(who), _free_port()
+        self.component_ports[who] = port
+        return [f"--kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}",
+                "--bind-address=127.0.0.1", f"--secure-port={port}", f"--tls-cert-file={self.pki / 'serving.crt'}",
+                f"--tls-private-key-file={self.pki / 'serving.key'}", f"--client-ca-file={self.pki / 'ca.crt'}",
+                "--leader-elect=false", "--profiling=false", "--v=1"]
+
+    def _controllers(self) -> str:
+        """``*``, less OpenShift's publisher controller where the binary has it."""
+        try:
+            out = subprocess.run([str(self.assets / "kube-controller-manager"), "--help"], capture_output=True,
+                                 timeout=30, check=False).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            out = b""
+        return f"*,-{_OPENSHIFT_CONTROLLER}" if _OPENSHIFT_CONTROLLER.encode() in out else "*"
+
+    def _start_components(self) -> None:
+        pki, env = self.pki, os.environ.copy()
+        flex = self.run_dir / "flexvolume"
+        flex.mkdir(exist_ok=True)
+        kcm_log, sched_log = self.run_dir / "kube-controller-manager.log", self.run_dir / "kube-scheduler.log"
+        kcm = self._spawn("kube-controller-manager", [
+            *self._serving_args("kube-controller-manager"), f"--controllers={self._controllers()}",
+            "--use-service-account-credentials=true", f"--service-account-private-key-file={pki / 'sa.key'}",
+            f"--root-ca-file={pki / 'ca.crt'}", f"--cluster-signing-cert-file={pki / 'ca.crt'}",
+            f"--cluster-signing-key-file={pki / 'ca.key'}", f"--flex-volume-plugin-dir={flex}", *_NODE_GRACE,
+            *self.features.gate_flag, *self.features.controller_manager_args,
+        ], kcm_log, env)
+        sched = self._spawn("kube-scheduler", [
+            *self._serving_args("kube-scheduler"), *self.features.gate_flag, *self.features.scheduler_args,
+        ], sched_log, env)
+        pool = urllib3.PoolManager(retries=False, timeout=2.0, cert_reqs="CERT_REQUIRED", ca_certs=str(pki / "ca.crt"))
+        admin = self.admin_http()
+
+        def healthy(proc: subprocess.Popen[bytes], log: Path, path: str, accept: Callable[[str], bool]) -> bool:
+            if proc.poll() is not None:
+                raise ControlPlaneError(f"{Path(cast('list[str]', proc.args)[0]).name} exited with "
+                                        f"{proc.returncode}:\n{_tail(log)}")
+            port = self.component_ports[Path(cast("list[str]", proc.args)[0]).name]
+            with contextlib.suppress(urllib3.exceptions.HTTPError):
+                r = pool.request("GET", f"https://127.0.0.1:{port}{path}")
+                return r.status == 200 and accept(r.data.decode(errors="replace"))
+            return False
+
+        def kcm_ready() -> bool:
+            """Its controllers are built and starting, and the serviceaccount controller made default/default
+            (the ServiceAccount admission plugin refuses Pods in a namespace without it)."""
+            if not healthy(kcm, kcm_log, "/healthz?verbose", lambda text: "-controller ok" in text):
+                return False
+            return admin.get_or_none("v1", "ServiceAccount", "default", "default") is not None
+
+        self._poll(kcm_ready, "kube-controller-manager /healthz", kcm_log)
+        self._poll(lambda: healthy(sched, sched_log, "/readyz", lambda _: True), "kube-scheduler /readyz", sched_log)
+
+    def ensure_namespace(self, name: str, labels: Mapping[str, str] | None = None,
+                         service_accounts: Sequence[str] = ()) -> JSON:
+        """Create the namespace and wait for the ``default`` ServiceAccount its controller makes."""
+        out = super().ensure_namespace(name, labels, service_accounts)
+        wait_until(lambda: self.http.get("v1", "ServiceAccount", "default", name), timeout=60,
+                   what=f"ServiceAccount {name}/default")
+        return out
+
+    def force_delete_pods(self, namespace: str, label_selector: str | None = None) -> int:
+        """Delete Pods with grace period 0, as ``kubectl delete --grace-period=0 --force`` does: without a
+        kubelet nothing ever confirms a running Pod's end, so a plain delete leaves it Terminating for good,
+        holding its node's resources. Returns how many were deleted."""
+        pods = self.http.list("v1", "Pod", namespace, labelSelector=label_selector)["items"]
+        for pod in pods:
+            with contextlib.suppress(KubeError):
+                self.http.request("DELETE", self.http.path_for("v1", "Pod", namespace, pod["metadata"]["name"]),
+                                  {"gracePeriodSeconds": 0})
+        return len(pods)
+
+    def log_tail(self, lines: int = 40) -> str:
+        return "\n".join(f"--- {n}\n{_tail(self.run_dir / n, lines)}" for n in (
+            "etcd.log", "kube-apiserver.log", "kube-controller-manager.log", "kube-scheduler.log"))

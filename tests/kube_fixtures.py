@@ -7,9 +7,10 @@ broken CI setting cannot pass as a skip. Every test that uses it carries ``APISE
 other runs the rest of the suite.
 
 ``cluster`` installs what an operator would: deploy/base's namespace, ServiceAccount, RBAC and
-PriorityClasses verbatim, the gang backends' and Multus' CRDs, and a cluster to decide against
-(GPU nodes as kubelets report them, dataset and checkpoint claims, the RDMA network, queues), all
-before any trainadmit server starts, so a server's first sync sees everything.
+PriorityClasses verbatim, the gang backends', Multus' and Kubeflow Trainer's CRDs (with Trainer's
+runtimes the TrainJob examples name), and a cluster to decide against (GPU nodes as kubelets report
+them, dataset and checkpoint claims, the RDMA network, queues), all before any trainadmit server
+starts, so a server's first sync sees everything.
 
 ``webhook`` runs the real trainadmit server (``trainadmit serve --cluster-live``, as the deploy/
 ServiceAccount with a real token, so deploy/'s RBAC is what authorizes its every call) and registers
@@ -19,6 +20,7 @@ deploy/base/webhooks.yaml verbatim except ``clientConfig`` (a loopback URL and t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 from collections.abc import Iterator
@@ -27,9 +29,21 @@ from pathlib import Path
 
 import pytest
 from conftest import BACKENDS, FIXTURES, ROOT, write_policy
-from controlplane import ASSETS_ENV, ControlPlane, ControlPlaneError, KubeHTTP, assets_from_env, load_manifests
+from controlplane import (
+    ASSETS_ENV,
+    ClusterFeatures,
+    ControlPlane,
+    ControlPlaneError,
+    KubeHTTP,
+    SchedulingControlPlane,
+    assets_from_env,
+    load_manifests,
+    scheduling_assets_from_env,
+    wait_until,
+)
 
 from trainadmit.engine import load_policy
+from trainadmit.policy.policyset import TOPOLOGY_GATE
 
 APISERVER = pytest.mark.xdist_group("apiserver")
 # One apiserver for the tier: the gates serve scheduling.k8s.io/v1alpha2 (native PodGroups) and keep
@@ -49,8 +63,9 @@ TEAM_NAMESPACES = ("team-nlp", "team-vision", "default")  # the examples' and fi
 BARE_NS = "research"  # no quota, no claims, no queues: for "names a missing object" tests
 WEBHOOK_NAMES = ("mutate.trainadmit.io", "validate.trainadmit.io")
 
-# Integration policy: the bundled set plus a canary pool (16 nodes, half of them unusable) and a tier
-# whose PriorityClass deploy/ does not install, as when a tier is added to the policy and not to deploy/.
+# Integration policy: the bundled set plus a canary pool (16 nodes, half of them unusable), a tier whose
+# PriorityClass deploy/ does not install (as when a tier is added to the policy and not to deploy/), and the
+# GPU budgets below.
 CANARY_POOL = {
     "apiVersion": "trainadmit.io/v1alpha1", "kind": "Pool", "metadata": {"name": "h100-canary"},
     "spec": {"gpu": {"resource": "nvidia.com/gpu", "product": "NVIDIA-H100-80GB-HBM3", "perNode": 8},
@@ -61,7 +76,17 @@ CANARY_POOL = {
                  {"name": "rack", "nodeLabel": "topology.kubernetes.io/rack", "maxNodes": 16}]}}}
 URGENT_TIER = {"apiVersion": "trainadmit.io/v1alpha1", "kind": "PriorityTier", "metadata": {"name": "urgent"},
                "spec": {"className": "training-urgent", "value": 90000}}
-EXTRA_POLICY = [CANARY_POOL, URGENT_TIER]
+# A namespace with a GPU budget of its own, for the budget's tests; team-nlp's is raised instead, since the
+# corpus tests submit every example and fixture there at once (their GPUs add up to well over the bundled 64)
+BUDGET_NS = "gpu-budget"
+BUDGET_QUOTA = {"apiVersion": "trainadmit.io/v1alpha1", "kind": "Quota", "metadata": {"name": BUDGET_NS},
+                "spec": {"namespaces": [BUDGET_NS], "maxGPUsPerJob": 128, "maxWorkersPerJob": 16, "gpuQuota": 64}}
+TEAM_NLP_QUOTA = {"apiVersion": "trainadmit.io/v1alpha1", "kind": "Quota", "metadata": {"name": "team-nlp"},
+                  "spec": {"namespaces": ["team-nlp"], "maxGPUsPerJob": 128, "maxWorkersPerJob": 16,
+                           "allowedPools": ["h100-ib", "l40s-eth"], "allowedPriorities": ["high", "normal", "low"],
+                           "gpuQuota": 2048}}
+EXTRA_POLICY = [CANARY_POOL, URGENT_TIER, BUDGET_QUOTA]
+REPLACED_POLICY = [TEAM_NLP_QUOTA]
 # the policy phases of the tier: the bundled target (1.37, native Job.spec.scheduling), and the policy
 # retargeted at this 1.36 apiserver with each gang backend it can hold
 PHASES: dict[str, dict] = {"default": {}}
@@ -194,8 +219,9 @@ def install_cluster(cp: ControlPlane) -> Cluster:
                                                    "priorityclasses.yaml")))
     cp.apply(deploy)
     cp.install_crds(OPERATOR_CRDS / "scheduler-plugins" / "crds", OPERATOR_CRDS / "volcano" / "crds",
-                    OPERATOR_CRDS / "kueue" / "crds", OPERATOR_CRDS / "multus" / "crds")
-    for ns in (*TEAM_NAMESPACES, BARE_NS, SYSTEM_NS, RENDER_NS):
+                    OPERATOR_CRDS / "kueue" / "crds", OPERATOR_CRDS / "multus" / "crds",
+                    OPERATOR_CRDS / "kubeflow-trainer-v2" / "crds")
+    for ns in (*TEAM_NAMESPACES, BARE_NS, SYSTEM_NS, RENDER_NS, BUDGET_NS):
         cp.ensure_namespace(ns)
     nodes = cluster_nodes()
     for node in nodes:
@@ -217,6 +243,10 @@ def install_cluster(cp: ControlPlane) -> Cluster:
             objs.append({"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
                          "metadata": {"name": name.split("@")[0], "namespace": ns or "default"},
                          "spec": {"config": '{"cniVersion": "0.3.1", "type": "ipoib"}'}})
+    # the runtimes Trainer's TrainJob examples name (tests/fixtures/operators/kubeflow-trainer-v2/examples/)
+    trainer = OPERATOR_CRDS / "kubeflow-trainer-v2" / "examples"
+    objs += [d for f in ("runtime-torch_distributed.yaml", "04-volcano-integration.yaml")
+             for d in load_manifests(trainer / f) if d.get("kind") == "ClusterTrainingRuntime"]
     cp.apply(objs)
     return Cluster(cp, http, nodes)
 
@@ -231,10 +261,16 @@ class Webhook:
     policy_dir: Path
     kubeconfig: Path  # deploy/'s ServiceAccount, with a real token: what the server runs as
     phase: str = ""
+    phases: dict[str, dict] | None = None  # default: PHASES, with EXTRA_POLICY
+    extra: list[dict] | None = None
 
     def use(self, phase: str) -> object:
         """Serve the policy of ``phase`` (see PHASES); return it once the server serves that generation."""
-        write_policy(self.policy_dir, PHASES[phase], EXTRA_POLICY)
+        phases = self.phases or PHASES
+        if self.extra is None:
+            write_policy(self.policy_dir, phases[phase], EXTRA_POLICY, REPLACED_POLICY)
+        else:
+            write_policy(self.policy_dir, phases[phase], self.extra)
         policy = load_policy(self.policy_dir)
         client = self.server.client(keep_alive=False)  # type: ignore[attr-defined]
 
@@ -251,12 +287,14 @@ class Webhook:
         return policy
 
 
-def register_webhooks(cp: ControlPlane, port: int, ca_pem: bytes, probe_namespace: str) -> list[dict]:
-    """deploy/base/webhooks.yaml verbatim but for clientConfig; returns when the apiserver calls both."""
+def register_webhooks(cp: ControlPlane, port: int, ca_pem: bytes, probe_namespace: str,
+                      probe: dict | None = None) -> list[dict]:
+    """deploy/base/webhooks.yaml verbatim but for clientConfig; returns when the apiserver calls both.
+    The ``probe`` (default: a one-GPU Job) must be matched and admitted by the mutating webhook."""
     configs = cp.register_webhooks(DEPLOY / "webhooks.yaml", f"https://127.0.0.1:{port}", ca_pem)
-    probe = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "probe", "namespace": probe_namespace},
-             "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
-                 {"name": "c", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}}
+    probe = probe or {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "probe", "namespace": probe_namespace},
+                      "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
+                          {"name": "c", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}}
     cp.wait_webhooks_active(probe, WEBHOOK_NAMES, timeout=60)
     return configs
 
@@ -270,7 +308,7 @@ def webhook(control_plane: ControlPlane, cluster: Cluster, tmp_path_factory) -> 
     base = tmp_path_factory.mktemp("trainadmit-on-apiserver")
     certs = base / "certs"
     pki.issue(certs, "trainadmit", SYSTEM_NS, ips=["127.0.0.1"])
-    policy_dir = write_policy(base / "policies", PHASES["default"], EXTRA_POLICY)
+    policy_dir = write_policy(base / "policies", PHASES["default"], EXTRA_POLICY, REPLACED_POLICY)
     kubeconfig = control_plane.service_account_kubeconfig(base / "kubeconfig", SYSTEM_NS, "trainadmit")
     server = Server(policy_dir, certs, workers=1, extra=["--cluster-live", "--cluster-max-age", "120",
                                                                  "--graceful-timeout", "1"],
@@ -286,3 +324,203 @@ def webhook(control_plane: ControlPlane, cluster: Cluster, tmp_path_factory) -> 
         for cfg in configs:  # the validating webhook fails closed: never leave it pointing at a stopped server
             control_plane.http.delete(cfg)
         server.stop()
+
+
+# ---- the outcome tier: the real Job controller and scheduler --------------------------------------
+
+# One control plane with controllers for the outcome tier: 1.36 with native gang scheduling and its
+# alpha companions on (the PodGroup topology constraint, the Job controller's own Workloads, preemption
+# of whole gangs), as a platform would run it to use trainadmit's native backend (the set JobSet's
+# workload-aware-scheduling example runs kind with). Its tests share it (one xdist group).
+GANG_FEATURES = ClusterFeatures(
+    "gang", feature_gates=("GenericWorkload", "GangScheduling", "TopologyAwareWorkloadScheduling", "WorkloadWithJob",
+                           "WorkloadAwarePreemption"),
+    runtime_config=("scheduling.k8s.io/v1alpha2=true",))
+OUTCOME = pytest.mark.xdist_group("outcome-gang")
+OUTCOME_SKIP_REASON = (f"{ASSETS_ENV} has no kube-scheduler and kube-controller-manager: the outcome tier needs Pods "
+                       "made by the real Job controller and bound by the real scheduler (see the README's "
+                       "\"Integration tier\")")
+# the gates each outcome phase declares in Platform.spec.featureGates: what trainadmit is told the cluster runs
+OUTCOME_GATES = ["GenericWorkload", "GangScheduling", "WorkloadWithJob"]
+OUTCOME_PHASES: dict[str, dict] = {
+    # the PodGroup's topology constraint: the gate declared
+    "topology-constraint": {"kubernetesVersion": "1.36", "featureGates": [*OUTCOME_GATES, TOPOLOGY_GATE],
+                            **BACKENDS["native-podgroup"]},
+    # the same cluster, the gate not declared: trainadmit chooses without the constraint
+    "no-topology-gate": {"kubernetesVersion": "1.36", "featureGates": OUTCOME_GATES, **BACKENDS["native-podgroup"]},
+    # the platform asks for required pod affinity explicitly
+    "pod-affinity": {"kubernetesVersion": "1.36", "featureGates": OUTCOME_GATES,
+                     "gang": {**BACKENDS["native-podgroup"]["gang"], "topologyMethod": "podAffinity"}},
+    # higher tiers preempt whole gangs of lower ones
+    "preemption": {"kubernetesVersion": "1.36", "featureGates": [*OUTCOME_GATES, TOPOLOGY_GATE, "WorkloadAwarePreemption"],
+                   "gang": {**BACKENDS["native-podgroup"]["gang"], "disruptionMode": "all"}},
+    # the Job controller's own gang (WorkloadWithJob), as the bundled 1.37 policy's nativeMode asks
+    "job-scheduling": {"kubernetesVersion": "1.36", "featureGates": [*OUTCOME_GATES, TOPOLOGY_GATE],
+                       **BACKENDS["native-job"]},
+}
+
+
+@dataclass
+class OutcomeCluster:
+    """A control plane with the Job controller and the scheduler, deploy/'s objects, and trainadmit
+    registered as deploy/ registers it and running as deploy/ runs it (``serve --cluster-live --reconcile``
+    as its ServiceAccount). Nodes are each test's own (tests/pool_nodes.py)."""
+
+    cp: SchedulingControlPlane
+    webhook: Webhook
+    configs: list[dict]  # the webhook configurations as registered
+
+    @property
+    def http(self) -> KubeHTTP:
+        return self.cp.http
+
+
+def install_deploy_objects(cp: ControlPlane) -> None:
+    """What an operator installs before trainadmit (deploy/'s namespace, ServiceAccount, RBAC and
+    PriorityClasses verbatim), the Multus CRD and the pools' RDMA networks the policy names."""
+    cp.apply(load_manifests(*(DEPLOY / f for f in ("namespace.yaml", "serviceaccount.yaml", "rbac.yaml",
+                                                   "priorityclasses.yaml"))))
+    cp.install_crds(OPERATOR_CRDS / "multus" / "crds")
+    cp.ensure_namespace(SYSTEM_NS)
+    policy = load_policy(ROOT / "policies")
+    nets = []
+    for pool in policy.pools.values():
+        for net in pool.rdma.networks if pool.rdma else []:
+            ns, _, name = net.rpartition("/")
+            cp.ensure_namespace(ns or "default")
+            nets.append({"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
+                         "metadata": {"name": name.split("@")[0], "namespace": ns or "default"},
+                         "spec": {"config": '{"cniVersion": "0.3.1", "type": "ipoib"}'}})
+    cp.apply(nets)
+
+
+PROBE_NS = "team-probe"
+
+
+def intent_probe() -> dict:
+    """A CPU Job with trainadmit intent: matched by both webhooks and admitted even before any GPU node exists
+    (a GPU probe is refused by the mutating webhook then, and never reaches the validating one)."""
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "probe", "namespace": PROBE_NS, "labels": {"trainadmit.io/probe": "true"}},
+            "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
+                {"name": "c", "image": "busybox", "resources": {"limits": {"cpu": "1"}}}]}}}}
+
+
+def start_trainadmit(cp: ControlPlane, base: Path, phases: dict[str, dict], phase: str,
+                     extra_args: tuple[str, ...] = (), extra_policy: list[dict] | None = None,
+                     workers: int = 1) -> tuple[Webhook, list[dict]]:
+    """``trainadmit serve`` as the deploy/ ServiceAccount, registered with deploy/'s webhook configurations."""
+    from server_util import Server
+
+    from trainadmit.certs import pki
+
+    certs = base / "certs"
+    pki.issue(certs, "trainadmit", SYSTEM_NS, ips=["127.0.0.1"])
+    policy_dir = write_policy(base / "policies", phases[phase], extra_policy or [])
+    kubeconfig = cp.service_account_kubeconfig(base / "kubeconfig", SYSTEM_NS, "trainadmit")
+    server = Server(policy_dir, certs, workers=workers, extra=["--cluster-live", "--graceful-timeout", "1",
+                                                         "--namespace", SYSTEM_NS, *extra_args],
+                    env_extra={"KUBECONFIG": str(kubeconfig), "POD_NAME": "trainadmit-outcome"})
+    try:
+        server.wait_ready(timeout=60)
+        cp.ensure_namespace(PROBE_NS)
+        configs = register_webhooks(cp, server.port, (certs / "ca.crt").read_bytes(), PROBE_NS, intent_probe())
+        hook = Webhook(server, policy_dir, kubeconfig, phases=phases, extra=extra_policy or [])
+        hook.use(phase)
+    except BaseException:
+        server.stop()
+        raise
+    return hook, configs
+
+
+def stop_trainadmit(cp: ControlPlane, hook: Webhook, configs: list[dict]) -> None:
+    """Unregister first: the validating webhook fails closed, never leave it pointing at a stopped server."""
+    for cfg in configs:
+        cp.http.delete(cfg)
+    hook.server.stop()  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="session")
+def outcome_cluster(tmp_path_factory) -> Iterator[OutcomeCluster]:
+    """The outcome tier's control plane and trainadmit on it (skipped without the scheduler binaries)."""
+    if not os.environ.get(ASSETS_ENV, "").strip():
+        pytest.skip(SKIP_REASON)
+    if scheduling_assets_from_env() is None:
+        pytest.skip(OUTCOME_SKIP_REASON)
+    cp = SchedulingControlPlane(features=GANG_FEATURES, keep_run_dir=os.environ.get("CONTROLPLANE_KEEP_RUN_DIR") == "1")
+    cp.start()
+    try:
+        install_deploy_objects(cp)
+        hook, configs = start_trainadmit(cp, tmp_path_factory.mktemp("trainadmit-outcome"), OUTCOME_PHASES,
+                                         "topology-constraint", ("--reconcile",))
+        try:
+            yield OutcomeCluster(cp, hook, configs)
+        finally:
+            stop_trainadmit(cp, hook, configs)
+    finally:
+        cp.stop()
+# ---- the webhook away, the reconciler on --------------------------------------------------------
+
+GPU_PROBE = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "absent-probe", "namespace": "team-nlp"},
+             "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
+                 {"name": "c", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}}
+
+
+@contextlib.contextmanager
+def webhooks_removed(cp: ControlPlane, hook: Webhook):
+    """deploy/'s webhook configurations deleted (an outage, or the time before trainadmit was installed)
+    until the block ends, then registered again for ``hook``'s server. Returns once the apiserver has
+    stopped calling them: a dry-run create of a GPU Job comes back unmutated. (The probes run in team-nlp,
+    whose budget is far from reached: a probe refused by /mutate would never reach /validate.)"""
+    http = cp.http
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        http.delete({"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind, "metadata": {"name": "trainadmit"}})
+    probe_namespace = TEAM_NAMESPACES[0]
+    probe = {**GPU_PROBE, "metadata": {**GPU_PROBE["metadata"], "namespace": probe_namespace}}
+
+    def unmutated() -> bool:
+        stored = http.create(probe, dry_run=True)
+        return "trainadmit.io/applied" not in ((stored.get("metadata") or {}).get("annotations") or {})
+
+    wait_until(unmutated, timeout=30, what="the apiserver to stop calling trainadmit's webhooks")
+    try:
+        yield
+    finally:
+        register_webhooks(cp, hook.server.port, (hook.server.cert_dir / "ca.crt").read_bytes(),  # type: ignore[attr-defined]
+                          probe_namespace)
+
+
+def delete_budget_quotas(http: KubeHTTP) -> None:
+    """Remove the ResourceQuotas a reconciler materialised: this control plane has no quota controller to
+    give them a status, and the apiserver refuses every GPU Pod charged to a quota without one."""
+    from trainadmit.cluster.budget import BUDGET_NAME
+
+    for quota in http.list("v1", "ResourceQuota")["items"]:
+        if quota["metadata"]["name"] == BUDGET_NAME:
+            http.delete({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": quota["metadata"]})
+
+
+@contextlib.contextmanager
+def reconciling_server(cp: ControlPlane, policy_dir: Path, kubeconfig: Path, directory: Path, name: str):
+    """`trainadmit serve --reconcile` as deploy/ runs it (deploy/'s ServiceAccount, Pod name ``name``), holding
+    the reconciler's Lease; stopped, and its budgets' ResourceQuotas removed, at the end."""
+    from server_util import Server, issue_certs
+
+    from trainadmit.cluster.lease import PREFLIGHT_STATUS_LEASE, RECONCILER_LEASE
+
+    http = cp.http
+    for lease in (RECONCILER_LEASE, PREFLIGHT_STATUS_LEASE):  # another test's replica may still hold it
+        http.delete({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                     "metadata": {"name": lease, "namespace": SYSTEM_NS}})
+    server = Server(policy_dir, issue_certs(directory / "certs"), workers=1,
+                    extra=["--reconcile", "--namespace", SYSTEM_NS],
+                    env_extra={"KUBECONFIG": str(kubeconfig), "POD_NAME": name})
+    try:
+        server.wait_ready(timeout=60)
+        yield server
+    finally:
+        server.stop()
+        delete_budget_quotas(http)
+        for lease in (RECONCILER_LEASE, PREFLIGHT_STATUS_LEASE):
+            http.delete({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                         "metadata": {"name": lease, "namespace": SYSTEM_NS}})

@@ -47,7 +47,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         workeroutput[_KEY] = json.dumps(sorted(FIRED))
 
 
-@pytest.hookimpl(optionalhook=True)  # an xdist hook: a pytest run without xdist loads this plugin too
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: absent under -p no:xdist
 def pytest_testnodedown(node, error) -> None:
     FIRED.update(json.loads(getattr(node, "workeroutput", {}).get(_KEY, "[]")))
 

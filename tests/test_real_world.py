@@ -25,8 +25,8 @@ import pytest
 from conftest import FIXTURES, load_yaml
 
 from trainadmit.engine import Request, decide
-from trainadmit.engine.clusterview import NoCluster
-from trainadmit.engine.network import MULTUS_NETWORKS, NETWORK_ANNOTATIONS, device_classes
+from trainadmit.engine.clusterview import NoCluster, Presence
+from trainadmit.engine.network import MULTUS_NETWORKS, NETWORK_ANNOTATIONS, claim_device_classes
 from trainadmit.engine.workloads import workload_of
 
 REAL = FIXTURES / "real-world"
@@ -144,18 +144,18 @@ DOCUMENTS = _documents()
 
 
 class ClaimsPublished(NoCluster):
-    """A cluster holding the ResourceClaimTemplates and ResourceClaims this set publishes (nothing else)."""
+    """A cluster holding the ResourceClaimTemplates and ResourceClaims this set publishes; of other claims (a
+    ComputeDomain's, made by its controller) it knows nothing."""
 
     def __init__(self, documents):
         self.claims = {(doc.get("kind"), doc["metadata"]["name"]): doc for _, doc in documents
                        if doc.get("kind") in ("ResourceClaimTemplate", "ResourceClaim")}
 
-    def claim_device_classes(self, namespace, claim):
-        for key, kind in (("resourceClaimTemplateName", "ResourceClaimTemplate"), ("resourceClaimName", "ResourceClaim")):
-            if key in claim:
-                found = self.claims.get((kind, claim[key]))
-                return device_classes(found) if found is not None else None
-        return None
+    def reference(self, kind, name, namespace=None):
+        if kind.kind not in ("ResourceClaimTemplate", "ResourceClaim"):
+            return super().reference(kind, name, namespace)
+        found = self.claims.get((kind.kind, name))
+        return (Presence.present, found) if found is not None else (Presence.unknown, None)
 
 
 CLUSTER = ClaimsPublished(DOCUMENTS)
@@ -201,7 +201,7 @@ def _nothing_doubled(policy, original: dict, mutated: dict) -> None:
     before, after = workload_of(original), workload_of(mutated)
     for old, new in zip(before.templates, after.templates, strict=True):
         nic_claims = {c["name"] for c in new.pod_spec.get("resourceClaims") or []
-                      if any(policy.is_nic_class(k) for k in CLUSTER.claim_device_classes("default", c) or ())}
+                      if any(policy.is_nic_class(k) for k in claim_device_classes(CLUSTER, "default", c) or ())}
         for ref in new.main_containers:
             sources = _nic_sources(policy, ref.body, nic_claims)
             if not sources and nic_claims:

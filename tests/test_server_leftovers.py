@@ -30,7 +30,10 @@ def started(tmp_path):
     server = Server(POLICIES, issue_certs(tmp_path / "certs"), workers=2)
     server.wait_ready()
     workers = wait_until(lambda: len(w := server.worker_pids()) == 2 and w, 30, "two workers")
-    Path(os.environ["LEFTOVER_PIDS"]).write_text(json.dumps([server.proc.pid, *workers]))
+    target = Path(os.environ["LEFTOVER_PIDS"])  # written whole, then renamed: the outer test polls for it
+    partial = target.with_suffix(".partial")
+    partial.write_text(json.dumps([server.proc.pid, *workers]))
+    partial.rename(target)
 
 
 def test_fails(tmp_path):

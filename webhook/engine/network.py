@@ -10,8 +10,10 @@ misdirect NCCL on another NIC. It may still get placement, storage, priority and
 brings contradicts the pool (a fabric the pool lacks: EFA, GKE's interfaces, the host's network), intent
 resolution gives it no pool at all (``intent.no-pool``).
 
-What trainadmit itself wrote on an earlier pass (the pool's own resources and Multus value, claims named
-``ta-…`` like its volumes) is not something the template brings, so a second pass decides as the first.
+What trainadmit itself wrote on an earlier pass (the pool's own resources, Multus value and NIC claim, claims
+named ``ta-…`` like its volumes) is not something the template brings, so a second pass decides as the first.
+Which DeviceClasses hold NICs and which GPUs is the policy's (``PolicySet.is_nic_class``, ``gpu_device_classes``:
+a class the policy calls a GPU class is never a NIC class).
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ from typing import TYPE_CHECKING
 
 from ..grammars.nccl import is_transport_variable
 from ..policy import PolicySet
+from .clusterview import ClusterView, Presence
+from .demand import claim_kind
+from .dra import TEMPLATE_NAME, claim_spec, device_classes, pod_claims
 from .paths import as_dict, as_list
 from .workloads import PodTemplate
 
@@ -34,6 +39,7 @@ GKE_DEFAULT_INTERFACE = "networking.gke.io/default-interface"
 # pod annotations that attach networks of the user's choosing (Multus; GKE multi-networking)
 NETWORK_ANNOTATIONS = (MULTUS_NETWORKS, GKE_INTERFACES, GKE_DEFAULT_INTERFACE)
 OWN_CLAIM_PREFIX = "ta-"  # names trainadmit gives what it adds to a pod spec (volumes, claims)
+POOL_NIC_CLAIM = "trainadmit-rdma"  # the Pod's name for the pool's NIC claim (Pool.spec.rdma.claimTemplate)
 
 # A pod's ``resourceClaims`` entry -> the DeviceClasses its devices come from (from the ResourceClaimTemplate or
 # ResourceClaim it names), or None when that object is not known here.
@@ -45,20 +51,15 @@ def unknown_claims(entry: dict) -> None:
     return None
 
 
-def device_classes(claim: dict) -> tuple[str, ...]:
-    """The DeviceClasses a ResourceClaimTemplate's or ResourceClaim's requests name (``exactly`` and every
-    ``firstAvailable`` alternative; the v1beta1 flat ``deviceClassName`` too)."""
-    spec = as_dict(claim.get("spec"))
-    if claim.get("kind") == "ResourceClaimTemplate":
-        spec = as_dict(spec.get("spec"))
-    found: dict[str, None] = {}
-    for request in as_list(as_dict(spec.get("devices")).get("requests")):
-        request = as_dict(request)
-        for source in (request, as_dict(request.get("exactly")), *map(as_dict, as_list(request.get("firstAvailable")))):
-            name = source.get("deviceClassName")
-            if isinstance(name, str) and name:
-                found[name] = None
-    return tuple(found)
+def claim_device_classes(cluster: ClusterView, namespace: str | None, entry: dict) -> tuple[str, ...] | None:
+    """The DeviceClasses a pod's ``resourceClaims`` entry gets devices from, read from the ResourceClaimTemplate
+    or ResourceClaim the cluster view holds (as ``demand`` reads a claim's GPUs); None when it holds neither."""
+    for claim in pod_claims({"resourceClaims": [entry]}):
+        kind = claim_kind(claim)
+        presence, obj = cluster.reference(kind, claim.object_name, namespace)
+        if presence is Presence.present and obj is not None:
+            return tuple(device_classes(claim_spec(kind.kind, obj)))
+    return None
 
 
 @dataclass(frozen=True)
@@ -101,12 +102,15 @@ def brought_by(template: PodTemplate, policy: PolicySet, pool: PoolSpec | None,
             name = as_dict(entry).get("name")
             if isinstance(name, str) and is_transport_variable(name):
                 nccl[name] = None
+    pool_claim = pool.rdma.claimTemplate if pool is not None and pool.rdma is not None else None
     claims = []
     for entry in as_list(template.pod_spec.get("resourceClaims")):
         entry = as_dict(entry)
         name = entry.get("name")
-        if not isinstance(name, str) or name.startswith(OWN_CLAIM_PREFIX):
+        if not isinstance(name, str) or name.startswith(OWN_CLAIM_PREFIX) or name == POOL_NIC_CLAIM:
             continue
+        if pool_claim is not None and entry.get(TEMPLATE_NAME) == pool_claim:
+            continue  # the pool's own NICs (Pool.spec.rdma.claimTemplate), as its own resources are
         nic = [c for c in claim_classes(entry) or () if policy.is_nic_class(c)]
         if nic:
             claims.append(f"{name} ({', '.join(nic)})")

@@ -86,8 +86,8 @@ class Colocation:
     """How the workers are kept in one domain of the requested level, when there is anything to colocate
     (``method`` None: no level, or at most one GPU Pod). ``native``: the native gang's topology constraint,
     which the gang concern writes with the gang (``by_gang``); ``kueue``: Kueue's TAS annotation;
-    ``podAffinity``: required pod affinity to the workload's own Pods. ``unavailable`` says why the chosen
-    method cannot be used for this workload."""
+    ``podAffinity``: required pod affinity to the workload's own Pods; ``none``: nothing colocates them.
+    ``unavailable`` says why the chosen method cannot be used for this workload."""
 
     level_name: str | None = None
     level: TopologyLevel | None = None
@@ -95,6 +95,7 @@ class Colocation:
     by_gang: bool = False
     unavailable: str = ""
     left_to: str = ""  # why trainadmit adds no colocation: the workload's own topology request, another gang
+    uncarried: str = ""  # why auto's method cannot be carried by this workload's gang (no colocation is added)
 
     @property
     def applies(self) -> bool:
@@ -303,18 +304,27 @@ def plan_gang(workload: Workload, resolved: Resolved, policy: PolicySet) -> Gang
 
 
 def colocation_method(policy: PolicySet) -> str:
-    """How workers are colocated: the policy's choice, or (auto) what the backend understands. A native
-    PodGroup's topology constraint needs the TopologyAwareWorkloadScheduling gate (the apiserver drops
-    it otherwise), so without the gate in the policy auto falls back to pod affinity."""
+    """How workers are colocated: the policy's choice, or (auto) the method the cluster's scheduler can
+    hold to its promise: all workers in one domain once one has room, none bound while none has.
+
+    A native gang's PodGroup topology constraint does (the scheduler tries each domain as one placement);
+    the apiserver drops it without the TopologyAwareWorkloadScheduling gate. Without the gate auto adds no
+    colocation (``none``) rather than required pod affinity: with pod affinity the first worker picks its
+    domain alone, and when that domain is too small kube-scheduler 1.36 binds none of a native gang for
+    good although another domain fits it (with no gang enforced it binds the workers that fit and leaves
+    the rest waiting, holding GPUs). The topology concern says so (``topology.colocation-risk``). KAI's
+    podgrouper places the gang in a domain of the Topology named by ``gang.kaiTopology`` (pod affinity without
+    one). The other backends' schedulers understand only pod affinity (Kueue: its own topology-aware admission).
+    """
     platform = policy.platform
     gang = platform.gang
     if gang.topologyMethod != "auto":
         return gang.topologyMethod
-    if gang.backend is GangBackend.native and TOPOLOGY_GATE not in platform.featureGates:
-        return "podAffinity"
+    if gang.backend is GangBackend.native:
+        return "native" if TOPOLOGY_GATE in platform.featureGates else "none"
     if gang.backend is GangBackend.kai:
         return "kai" if gang.kaiTopology else "podAffinity"
-    return {GangBackend.native: "native", GangBackend.kueue: "kueue"}.get(gang.backend, "podAffinity")
+    return {GangBackend.kueue: "kueue"}.get(gang.backend, "podAffinity")
 
 
 def _no_gang_of_ours(resolved: Resolved, gang: GangPlan, kind: str) -> str:
@@ -369,8 +379,9 @@ def own_topology(workload: Workload, node_label: str, policy: PolicySet) -> str:
 
 def plan_colocation(resolved: Resolved, policy: PolicySet, gang: GangPlan, workload: Workload) -> Colocation:
     """Colocation at the requested level, for workloads with more than one GPU Pod. A method the workload's gang
-    must carry (native, kai) that it cannot: auto colocates by pod affinity instead; a method the policy names is
-    unavailable, and the decision says why."""
+    must carry (native, kai) that it cannot: under auto nothing colocates the workers (required pod affinity
+    instead would let the workers that fit start and hold their GPUs while the rest wait: see
+    ``colocation_method``), and the decision says why; a method the policy names is unavailable."""
     r = resolved
     if r.level is None or r.gpu_pods <= 1:
         return Colocation(level_name=r.level_name, level=r.level)
@@ -387,7 +398,7 @@ def plan_colocation(resolved: Resolved, policy: PolicySet, gang: GangPlan, workl
         if not why:
             by_gang = method == "native"
         elif policy.platform.gang.topologyMethod == "auto":
-            method = "podAffinity"
+            return Colocation(r.level_name, r.level, uncarried=why)
         else:
             unavailable = why
     return Colocation(r.level_name, r.level, method, by_gang, unavailable)

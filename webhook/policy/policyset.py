@@ -49,6 +49,18 @@ NATIVE_PODGROUP_APIS: tuple[tuple[tuple[int, int], str], ...] = (
 JOB_SCHEDULING_SINCE = (1, 37)
 # the gate without which the apiserver drops a native gang's schedulingConstraints.topology (alpha in 1.36, 1.37)
 TOPOLOGY_GATE = "TopologyAwareWorkloadScheduling"
+# the scheduler's gang plugin: its own alpha gate in 1.35 and 1.36, part of GenericWorkload from 1.37 (KEP-4671)
+GANG_GATE = "GangScheduling"
+GANG_GATE_MERGED = (1, 37)
+# workload-aware preemption (KEP-5710): its own alpha gate in 1.36, part of GenericWorkload from 1.37; without
+# it a 1.36 apiserver drops a PodGroup's priorityClassName (measured on 1.36.2)
+PREEMPTION_GATE = "WorkloadAwarePreemption"
+
+
+def podgroup_priority_served(platform: PlatformSpec) -> bool:
+    """Whether the target cluster keeps a native PodGroup's own priority (``spec.priorityClassName``)."""
+    version = tuple(int(x) for x in platform.kubernetesVersion.split("."))
+    return version >= GANG_GATE_MERGED or PREEMPTION_GATE in platform.featureGates
 
 
 def native_podgroup_api(kubernetes_version: str) -> str | None:
@@ -78,9 +90,14 @@ def _gang_gaps(platform: PlatformSpec) -> list[str]:
     if missing:
         gaps.append(f"gang backend native/{gang_cfg.nativeMode} needs feature gate(s) {', '.join(missing)} "
                     "(off by default in 1.36 and 1.37); without them the apiserver drops the gang fields")
+    if version < GANG_GATE_MERGED and GANG_GATE not in gates:
+        gaps.append(f"before Kubernetes 1.37 the scheduler enforces a native gang only with feature gate {GANG_GATE} "
+                    "(alpha; merged into GenericWorkload in 1.37): without it the PodGroup is accepted and reports "
+                    "Scheduled while the Pods bind one by one, so a gang that does not fit starts partially, "
+                    "holding GPUs")
     if gang_cfg.topologyMethod == "native" and TOPOLOGY_GATE not in gates:
         gaps.append(f"native topology constraints need feature gate {TOPOLOGY_GATE} (alpha); topologyMethod auto "
-                    "would use pod affinity without it")
+                    "adds no colocation without it")
     return gaps
 
 
@@ -144,6 +161,7 @@ class PolicySet:
     # derived at build time
     keys: IntentKeys = field(init=False)
     gpu_resources: frozenset[str] = field(init=False)
+    gpu_device_classes: frozenset[str] = field(init=False)  # DRA DeviceClasses whose devices are GPUs
     default_pools: dict[str, str] = field(init=False)
     actions: dict[str, Action] = field(init=False)
     enforced: frozenset[Enforceable] = field(init=False)
@@ -173,6 +191,8 @@ class PolicySet:
         set_ = object.__setattr__
         set_(self, "keys", IntentKeys.with_prefix(spec.intentPrefix))
         set_(self, "gpu_resources", frozenset(spec.gpuResources) | {p.gpu.resource for p in self.pools.values()})
+        set_(self, "gpu_device_classes", frozenset(spec.gpuDeviceClasses)
+             | {c.name for p in self.pools.values() for c in p.gpu.deviceClasses})
         set_(self, "default_pools", {p.gpu.resource: n for n, p in sorted(self.pools.items()) if p.default})
         # only what differs from a rule's declared default: custom rules' actions and the overrides
         actions = {f"custom.{name}": Action(rule.action) for name, rule in self.rules.items()}
@@ -301,8 +321,9 @@ class PolicySet:
         return _matches_any(name, self.nic_patterns)
 
     def is_nic_class(self, device_class: str) -> bool:
-        """Whether a DRA DeviceClass holds NICs (Platform.spec.nics.deviceClasses)."""
-        return _matches_any(device_class, self.nic_class_patterns)
+        """Whether a DRA DeviceClass holds NICs (Platform.spec.nics.deviceClasses); a class the policy calls a GPU
+        class (``gpu_device_classes``) never is, so a claim's devices are GPUs or NICs, not both."""
+        return device_class not in self.gpu_device_classes and _matches_any(device_class, self.nic_class_patterns)
 
     def is_exempt(self, namespace: str | None) -> bool:
         return namespace is not None and any(fnmatch.fnmatchcase(namespace, p) for p in self.platform.exemptNamespaces)

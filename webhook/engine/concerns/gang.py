@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 
+from ...policy.policyset import podgroup_priority_served
 from ...policy.vocab import Action, Enforceable, GangBackend
 from ..backends import KUEUE_QUEUE, POD_GROUP_LABEL, VOLCANO_GROUP_ANNOTATION, VOLCANO_MIN_MEMBER, VOLCANO_QUEUE
 from ..concern import Concern
@@ -156,14 +157,18 @@ def _templates(ctx: Context, size: int, source: Source) -> None:
         for t in templates:
             keep_or_set(ctx, (*t.spec_path, "schedulingGroup"), {"podGroupName": pg_name}, source)
         api = ctx.policy.podgroup_api
-        _companion(ctx, {"apiVersion": api, "kind": "PodGroup", "metadata": {"name": pg_name},
-                         "spec": _native_spec(ctx, size, api)}, source)
+        spec = _native_spec(ctx, size, api)
+        # the gang's own priority: workload-aware preemption reads it, not its Pods' (a cluster without that
+        # preemption drops the field, and the reconciler's PodGroup would differ from the decision's)
+        if r.tier is not None and podgroup_priority_served(ctx.policy.platform):
+            spec["priorityClassName"] = r.tier[1].className
+        _companion(ctx, {"apiVersion": api, "kind": "PodGroup", "metadata": {"name": pg_name}, "spec": spec}, source)
     elif backend is GangBackend.coscheduling:
         for t in templates:
             keep_or_set(ctx, (*t.meta_path, "labels", POD_GROUP_LABEL), name, source)
         pg: dict = {"minMember": size}
-        if r.gpu_resource and r.total_gpus:
-            pg["minResources"] = {r.gpu_resource: str(r.total_gpus)}
+        if r.gpu_resource and r.extended_gpus:  # a resource; DRA devices are no resource a PodGroup can hold
+            pg["minResources"] = {r.gpu_resource: str(r.extended_gpus)}
         timeout = ctx.policy.platform.gang.scheduleTimeoutSeconds
         if timeout:
             pg["scheduleTimeoutSeconds"] = timeout

@@ -13,7 +13,7 @@ from ..paths import as_dict
 from ..reads import Reads
 from ..rule import rule
 from ..workloads import PodTemplate, Workload, resource_count
-from .intent import gpu_request
+from .intent import gpu_request, unprovided
 
 SINGLE_TYPE = rule("gpu.single-type", Action.deny, "two GPU types in one workload, or not the pool's GPU type")
 REQUESTS_LIMITS = rule("gpu.requests-limits", Action.deny, "GPU requests without limits, or unequal to them")
@@ -34,6 +34,16 @@ def validate(ctx: Context, view: Workload) -> None:
                    f"pool {r.pool_name} provides {r.pool.gpu.resource}, but the containers request {r.gpu_resource}",
                    f"set {ctx.policy.keys.pool}: {fitting[0]} (a pool of {r.gpu_resource})" if fitting else
                    f"request {r.pool.gpu.resource}, the GPUs of pool {r.pool_name}")
+    if r.pool is not None and r.gpu_classes:
+        asked = unprovided(r.pool, None, r.gpu_requests)
+        if asked is not None:
+            offered = ", ".join(c.name for c in r.pool.gpu.deviceClasses) or "none"
+            pools = sorted(n for n, p in ctx.policy.pools.items() if unprovided(p, None, r.gpu_requests) is None)
+            ctx.report(SINGLE_TYPE, f'metadata.labels["{ctx.policy.keys.pool}"]',
+                       f"pool {r.pool_name}'s GPUs are DRA devices of DeviceClass {offered}, but a claim asks for "
+                       f"{asked}", f"set {ctx.policy.keys.pool}: {pools[0]} (a pool of {asked})" if pools else
+                       "claim the pool's DeviceClass (with its selectors), or ask the platform team for a pool of "
+                       f"{asked}")
     for template in view.templates:
         _counts(ctx, template)
 

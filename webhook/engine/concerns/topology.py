@@ -10,14 +10,17 @@ from __future__ import annotations
 import hashlib
 from math import ceil
 
-from ...policy.vocab import Action
+from ...policy.policyset import TOPOLOGY_GATE
+from ...policy.vocab import Action, GangBackend
 from ..backends import KAI_REQUIRED_PLACEMENT, KAI_TOPOLOGY, KUEUE_REQUIRED_TOPOLOGY, TOPOLOGY_REQUESTS
 from ..concern import Concern
 from ..context import Context
 from ..decision import Source
+from ..dra import pod_claims
+from ..paths import Path
 from ..reads import Reads
 from ..rule import rule
-from ..workloads import GroupedGangs, Workload, capable
+from ..workloads import GroupedGangs, PodTemplate, Workload, capable
 from .intent import gpu_request
 
 WHOLE_NODE = rule("topology.whole-node", Action.deny,
@@ -27,19 +30,24 @@ DOMAIN_FIT = rule("topology.domain-fit", Action.deny,
                   "more workers than nodes in the largest domain of the requested topology level")
 COLOCATION_UNAVAILABLE = rule("topology.colocation-unavailable", Action.warn,
                               "the requested colocation cannot be expressed for this object or backend")
+COLOCATION_RISK = rule("topology.colocation-risk", Action.warn,
+                       "the cluster's scheduler cannot guarantee that the workers start together in one domain")
 
 
 def mutate(ctx: Context) -> None:
     """Colocate the workers at the requested level, with the mechanism the plan chose
     (``plan.plan_colocation``): the native gang's topology constraint (written by the gang concern with the
     gang), Kueue's TAS annotation, or a required pod affinity on the level's node label with the workload's
-    own pods (the first pod of a group that matches its own term is schedulable, so the gang can start)."""
+    own pods; warn where the method cannot guarantee the outcome (see :func:`_report_risk`)."""
     r, colocation = ctx.resolved, ctx.plan.colocation
     level = colocation.level
     if colocation.left_to:
         ctx.note(f"workers are not colocated at level {r.level_name} by trainadmit: left to {colocation.left_to}")
+    if colocation.uncarried:
+        ctx.note(f"workers are not colocated at level {r.level_name} by trainadmit: {colocation.uncarried}")
     if colocation.method is None or level is None:
         return
+    _report_risk(ctx, colocation.method)
     index = next(i for i, lv in enumerate(r.pool.topology.levels) if lv.name == r.level_name)  # type: ignore[union-attr]
     source = ctx.pool_source("spec", "topology", "levels", index, "nodeLabel", note=f"level {r.level_name}")
     if colocation.method == "kueue":
@@ -76,13 +84,47 @@ def _kai(ctx: Context, node_label: str, source: Source) -> None:
             ctx.satisfied("topology")  # the user's placement stands
 
 
+def _report_risk(ctx: Context, method: str) -> None:
+    """Warn where the colocation method cannot hold the gang's promise on the cluster the policy targets.
+
+    Measured with kube-scheduler 1.36 (racks of 4 and 3 free nodes, the smaller one scoring higher, 4
+    workers): required pod affinity put the first worker in the small rack; with a native gang none
+    was ever bound although the other rack was free, without a gang 3 were bound and the 4th waited
+    for good. Without the topology gate auto therefore adds no colocation, and the workers may span
+    domains. Explicit ``topologyMethod: none`` is the platform's own choice and is not warned about.
+    """
+    r, platform = ctx.resolved, ctx.policy.platform
+    level, n, key = r.level_name, r.gpu_pods, ctx.policy.keys.topology
+    where = f'metadata.annotations["{key}"]'
+    if method == "none" and platform.gang.topologyMethod == "auto":
+        ctx.report(COLOCATION_RISK, where,
+                   f"the {n} workers may span {level}s: without feature gate {TOPOLOGY_GATE} the scheduler cannot "
+                   f"place a native gang in one {level}, and required pod affinity would let the gang wait for good "
+                   f"when its first worker lands in a {level} without room for all {n}, although another {level} "
+                   "fits it; trainadmit added no colocation",
+                   f"declare {TOPOLOGY_GATE} in Platform.spec.featureGates once the cluster runs it (trainadmit then "
+                   f"writes a PodGroup topology constraint), or set {key}: any")
+    elif method == "podAffinity":
+        gang = "the gang may never start" if r.gang else "the workers that fit start and hold their GPUs"
+        native = platform.gang.backend is GangBackend.native and TOPOLOGY_GATE in platform.featureGates
+        if native:
+            fix = "set Platform.spec.gang.topologyMethod: auto (the PodGroup's topology constraint)"
+        elif platform.gang.backend is GangBackend.kai:
+            fix = "set Platform.spec.gang.kaiTopology to the cluster's KAI Topology (KAI places the gang per domain)"
+        else:
+            fix = (f"use a scheduler that places the gang per domain (native gang with {TOPOLOGY_GATE}, Kueue's "
+                   "topology-aware scheduling)")
+        ctx.report(COLOCATION_RISK, where,
+                   f"required pod affinity cannot guarantee one {level} for {n} workers: the first worker picks its "
+                   f"{level} alone, and when that {level} has no room for all {n}, {gang} although another {level} "
+                   "fits them", fix + f", or set {key}: any")
 def _pod_affinity(ctx: Context, node_label: str, source: Source) -> None:
     """Required pod affinity of every GPU Pod to the workload's other GPU Pods on the level's node
-    label: the first Pod of a group that matches its own term is schedulable, so the gang can start.
-    The Pods are selected by a label their operator puts on all of them with the workload's name (a
-    Job's ``batch.kubernetes.io/job-name``, a JobSet's ``jobset.sigs.k8s.io/jobset-name``…), or by
-    trainadmit's own workload label when the operator sets none; a LeaderWorkerSet colocates each
-    group on its own (``matchLabelKeys`` on the group index)."""
+    label (the first Pod of a group that matches its own term is schedulable; whether the rest fit its
+    domain is not known then: :func:`_report_risk`). The Pods are selected by a label their operator
+    puts on all of them with the workload's name (a Job's ``batch.kubernetes.io/job-name``, a JobSet's
+    ``jobset.sigs.k8s.io/jobset-name``…), or by trainadmit's own workload label when the operator sets
+    none; a LeaderWorkerSet colocates each group on its own (``matchLabelKeys`` on the group index)."""
     r, w = ctx.resolved, ctx.workload
     if w.name is None:
         ctx.report(COLOCATION_UNAVAILABLE, "metadata.name",
@@ -112,24 +154,43 @@ def workload_label_value(name: str) -> str:
     return f"{name[:54].rstrip('.-_')}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
 
 
+def _gpu_path(ctx: Context, resource: str, template: PodTemplate, claims: frozenset[str] = frozenset()) -> Path:
+    """Where the template asks for its GPUs: its container limit or request (``intent.gpu_request``), else the
+    first DRA claim holding GPUs."""
+    path = gpu_request(template, resource) if resource else (*template.spec_path, "containers")
+    if path[-1] == "containers":
+        for claim in pod_claims(template.pod_spec):
+            if claim.name in claims:
+                return (*template.spec_path, "resourceClaims", claim.index)
+    return path
+
+
 def _whole_nodes(ctx: Context, view: Workload, per: int, templates: dict) -> str:
     """Values that give every GPU Pod a whole node, in the kind's own fields: each GPU template's GPU field,
     and the largest GPU template's count fields for the workers the same GPUs make."""
     r, scale = ctx.resolved, ctx.plan.scale
-    resource = r.gpu_resource or ""
     workers = max(1, ceil(r.total_gpus / per))
     target = scale.target
-    changes = [f"{ctx.user_field(gpu_request(templates.get(t.root, t), resource))}: {per}"
-               for t, gpus in r.gpu_templates if gpus != per]
+    changes = [_set_gpus(ctx, r, per, templates.get(t.root, t)) for t, gpus in r.gpu_templates if gpus != per]
     others = sum(t.pods for t, _ in r.gpu_templates if target is None or t.root != target.root)
     change = scale.with_pods(view, workers - others) if target is not None and workers > others else None
     pods = others + change.pods if change is not None else r.gpu_pods
     if change is not None and pods == r.gpu_pods:
         change = None  # the count is already right: only the GPUs per Pod change
-    hint = "set " + " and ".join([*changes, *([change.values_text] if change else [])])
+    hint = "set " + " and ".join([*dict.fromkeys(changes), *([change.values_text] if change else [])])
     if pods * per != r.total_gpus:
         hint += f" ({pods * per} GPUs in all)"
     return hint
+
+
+def _set_gpus(ctx: Context, r, per: int, template: PodTemplate, path: Path | None = None) -> str:
+    """``per`` GPUs per Pod in the field the template asks for them: its GPU resource, or the count of its
+    claim's GPU request."""
+    path = path or _gpu_path(ctx, r.gpu_resource or "", template, r.gpu_claims.get(template.root, frozenset()))
+    if path[-2:-1] == ("resourceClaims",):
+        unit = r.gpu_classes[0] if r.gpu_classes else "GPU"
+        return f"count: {per} in the {unit} request of the claim named at {ctx.user_field(path)}"
+    return f"{ctx.user_field(path)}: {per}"
 
 
 def validate(ctx: Context, view: Workload) -> None:
@@ -140,7 +201,7 @@ def validate(ctx: Context, view: Workload) -> None:
     templates = {t.root: t for t in view.templates}
     for original, gpus in r.gpu_templates:
         template = templates.get(original.root, original)
-        gpu_path = gpu_request(template, resource)
+        gpu_path = _gpu_path(ctx, resource, template, r.gpu_claims.get(original.root, frozenset()))
         if r.gpu_pods > 1 and gpus != per:
             ctx.report(WHOLE_NODE, gpu_path,
                        f"requests {gpus} GPUs per worker across {r.gpu_pods} workers; pool {name} has {per} "
@@ -149,9 +210,9 @@ def validate(ctx: Context, view: Workload) -> None:
         if r.gpu_pods <= 1 and gpus > per:
             workers = ceil(gpus / per)
             count = ctx.plan.scale.with_pods(view, workers) if ctx.plan.scale.target is not None else None
-            hint = (f"set {ctx.user_field(gpu_path)}: {per} and {count.values_text}" if count else
-                    f"ask for at most {per} at {ctx.user_field(gpu_path)}, or run {workers} Pods of {per} GPUs as "
-                    "one workload (an Indexed batch/v1 Job)")
+            hint = (f"set {_set_gpus(ctx, r, per, template, gpu_path)} and {count.values_text}" if count else
+                    f"set {_set_gpus(ctx, r, per, template, gpu_path)}, or run {workers} Pods of {per} GPUs as one "
+                    "workload (an Indexed batch/v1 Job)")
             ctx.report(SINGLE_NODE_FIT, gpu_path,
                        f"requests {gpus} GPUs in one pod; nodes of pool {name} have {per}: a pod cannot "
                        "span nodes", hint)
@@ -175,7 +236,7 @@ def validate(ctx: Context, view: Workload) -> None:
                        f"{r.level_name} of pool {name} has {domain} nodes ({where})", hint)
 
 
-CONCERN = Concern("topology", rules=(WHOLE_NODE, SINGLE_NODE_FIT, DOMAIN_FIT, COLOCATION_UNAVAILABLE),
+CONCERN = Concern("topology", rules=(WHOLE_NODE, SINGLE_NODE_FIT, DOMAIN_FIT, COLOCATION_UNAVAILABLE, COLOCATION_RISK),
                   mutate=mutate, validate=validate,
                   reads=Reads(metadata=("labels", "annotations", "name"), annotations=TOPOLOGY_REQUESTS,
-                              pod=("affinity",), container=("resources",)))
+                              pod=("affinity", "resourceClaims"), container=("resources",)))

@@ -1,0 +1,217 @@
+"""Time to start, as a user sees it: from ``kubectl create`` until every Pod of a 16-worker gang is bound.
+
+Run: KUBEBUILDER_ASSETS=/work/k8s-assets .venv/bin/python bench/time_to_start.py [--rounds 5] [--sizes 64,1000]
+
+The outcome tier's control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler 1.36
+with native gang scheduling, ``tests/kube_fixtures.py``), fake H100 nodes of the bundled pool in racks
+of 16 (``tests/pool_nodes.py``), and trainadmit as deploy/ runs it (``serve --cluster-live --reconcile``,
+2 workers, deploy/'s webhook configurations), with the bundled policy retargeted at this cluster
+(1.36, native pod-group, the PodGroup's topology constraint). The Job: the Kubernetes documentation's
+Indexed Job asking for 16 whole nodes in one rack. Two modes, alternating round by round so that
+machine noise hits them alike:
+
+- ``trainadmit``: the user's Job as written; trainadmit mutates it, its reconciler makes the PodGroup;
+- ``hand``: no webhook configuration; the same Job as trainadmit would make it, written by hand, and
+  its PodGroup, in one ``kubectl create``.
+
+Each round times ``kubectl create`` to the 16th binding (polling the Pods every 20 ms; also when the
+PodGroup first exists: by hand it comes with the Job, from trainadmit on the reconciler's pass), then deletes
+the Job, its PodGroup and Pods (force: no kubelet) and waits until their GPUs are free. Reported per
+cluster size and mode: the median and spread of the rounds, and trainadmit : hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))  # the tier's harness
+
+from controlplane import KubeError, SchedulingControlPlane, scheduling_assets_from_env, wait_until  # noqa: E402
+from kube_fixtures import (  # noqa: E402
+    GANG_FEATURES,
+    OUTCOME_PHASES,
+    PROBE_NS,
+    install_deploy_objects,
+    intent_probe,
+    register_webhooks,
+    start_trainadmit,
+    stop_trainadmit,
+)
+from outcome import JOB_NAME_LABEL, gpu_job, kubectl  # noqa: E402
+from pool_nodes import create_nodes, domains, wait_schedulable  # noqa: E402
+
+from trainadmit.engine import Request, decide  # noqa: E402
+
+NAMESPACE = "bench"
+WORKERS = 16
+PHASE = "topology-constraint"
+# the bench's namespace may run a 16-worker gang (the bundled team quotas stop at 16 workers / 64 GPUs)
+QUOTA = {"apiVersion": "trainadmit.io/v1alpha1", "kind": "Quota", "metadata": {"name": "bench"},
+         "spec": {"namespaces": [NAMESPACE], "maxGPUsPerJob": 128, "maxWorkersPerJob": 16}}
+PREFIX = "trainadmit.io/"
+
+
+def hand_configured(policy, job: dict) -> list[dict]:
+    """What a user writes without trainadmit: its PodGroup, and the Job as trainadmit would make it,
+    minus trainadmit's own bookkeeping (provenance, the reconciler's label and annotation)."""
+    decision = decide(policy, Request(copy.deepcopy(job)))
+    assert decision.allowed, [v.text() for v in decision.violations]
+    mutated = decision.mutated
+    for meta in (mutated["metadata"], mutated["spec"]["template"].get("metadata") or {}):
+        for key in ("labels", "annotations"):
+            for k in [k for k in meta.get(key) or {} if k.startswith(PREFIX)]:
+                del meta[key][k]
+    podgroups = [{k: v for k, v in pg.items()} for pg in decision.companions]
+    for pg in podgroups:
+        pg["metadata"] = {"name": pg["metadata"]["name"], "namespace": NAMESPACE}
+    return [*podgroups, mutated]
+
+
+class Modes:
+    """trainadmit registered, or no webhook configuration at all; each switch waits until the apiserver
+    behaves as the mode says (a dry-run probe reaches both webhooks, or neither)."""
+
+    def __init__(self, cp, hook, configs):
+        self.cp, self.hook, self.configs = cp, hook, configs
+        self.mode = "trainadmit"
+
+    def use(self, mode: str) -> None:
+        if mode == self.mode:
+            return
+        if mode == "hand":
+            for cfg in self.configs:
+                self.cp.http.delete(cfg)
+
+            def unreached() -> bool:
+                before = self.cp.webhook_calls()
+                with contextlib.suppress(KubeError):
+                    self.cp.http.create(intent_probe(), dry_run=True)
+                return self.cp.webhook_calls() == before
+
+            wait_until(unreached, timeout=60, what="the apiserver to stop calling trainadmit")
+        else:
+            self.configs = register_webhooks(self.cp, self.hook.server.port,
+                                             (self.hook.server.cert_dir / "ca.crt").read_bytes(), PROBE_NS,
+                                             intent_probe())
+        self.mode = mode
+
+
+def bound(cp, name: str) -> int:
+    pods = cp.http.list("v1", "Pod", NAMESPACE, labelSelector=f"{JOB_NAME_LABEL}={name}")["items"]
+    return sum(1 for p in pods if p["spec"].get("nodeName"))
+
+
+def one_round(cp, name: str, docs: list[dict], timeout: float = 120.0) -> tuple[float, float]:
+    """Seconds from ``kubectl create`` to the last binding, and to the PodGroup's existence."""
+    text = yaml.safe_dump_all(docs)
+    t0 = time.monotonic()
+    done = kubectl(cp, "create", "-f", "-", stdin=text)
+    if done.returncode != 0:
+        raise SystemExit(f"kubectl create failed: {done.stderr}")
+    podgroup = None
+    while bound(cp, name) < WORKERS:
+        if podgroup is None and cp.http.get_or_none("scheduling.k8s.io/v1alpha2", "PodGroup", f"{name}-gang",
+                                                    NAMESPACE) is not None:
+            podgroup = time.monotonic() - t0
+        if time.monotonic() - t0 > timeout:
+            raise SystemExit(f"{name}: only {bound(cp, name)} of {WORKERS} bound after {timeout:.0f}s")
+        time.sleep(0.02)
+    total = time.monotonic() - t0
+    return total, total if podgroup is None else podgroup
+
+
+def clean(cp, name: str) -> None:
+    http = cp.http
+    http.delete({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": NAMESPACE}},
+                propagation="Background")
+    http.delete({"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+                 "metadata": {"name": f"{name}-gang", "namespace": NAMESPACE}})
+    cp.force_delete_pods(NAMESPACE, f"{JOB_NAME_LABEL}={name}")
+    wait_until(lambda: not http.list("v1", "Pod", NAMESPACE, labelSelector=f"{JOB_NAME_LABEL}={name}")["items"],
+               timeout=120, what=f"{name}'s Pods gone")
+
+
+def add_nodes(cp, pool, total: int, have: int) -> int:
+    """Racks of 16 in one zone, up to ``total`` nodes (the last rack may be smaller)."""
+    sizes, left = [], total - have
+    while left > 0:
+        sizes.append(min(16, left))
+        left -= sizes[-1]
+    shapes = domains(f"n{have}", "rack", sizes, outer={"zone": "zone-a"})
+    create_nodes(cp.http, pool, shapes)
+    wait_schedulable(cp.http, [s.name for s in shapes], timeout=600)
+    return total
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--sizes", default="64,1000", help="cluster sizes in nodes, ascending")
+    args = ap.parse_args()
+    if scheduling_assets_from_env() is None:
+        raise SystemExit("set KUBEBUILDER_ASSETS to a folder with kube-apiserver, etcd, kube-scheduler and "
+                         "kube-controller-manager")
+    sizes = [int(s) for s in args.sizes.split(",")]
+    print(f"# {platform.node()} {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; {args.rounds} rounds per mode")
+    with tempfile.TemporaryDirectory(prefix="time-to-start-") as tmp:
+        cp = SchedulingControlPlane(features=GANG_FEATURES)
+        cp.start()
+        try:
+            install_deploy_objects(cp)
+            hook, configs = start_trainadmit(cp, Path(tmp), OUTCOME_PHASES, PHASE, ("--reconcile",), [QUOTA],
+                                             workers=2)
+            cp.ensure_namespace(NAMESPACE)
+            modes = Modes(cp, hook, configs)
+            try:
+                policy = hook.use(PHASE)
+                pool = policy.pools["h100-ib"]
+                have = 0
+                results: dict[tuple[int, str], list[float]] = {}
+                podgroups: dict[tuple[int, str], list[float]] = {}
+                n = 0
+                for size in sizes:
+                    have = add_nodes(cp, pool, size, have)
+                    time.sleep(1)  # the live view catches up with the new nodes (watched)
+                    for r in range(args.rounds):
+                        for mode in (("trainadmit", "hand") if r % 2 == 0 else ("hand", "trainadmit")):
+                            modes.use(mode)
+                            n += 1
+                            name = f"tts{n}"
+                            job = gpu_job(name, NAMESPACE, WORKERS, annotations={"trainadmit.io/topology": "rack"})
+                            docs = [job] if mode == "trainadmit" else hand_configured(policy, job)
+                            seconds, podgroup = one_round(cp, name, docs)
+                            results.setdefault((size, mode), []).append(seconds)
+                            podgroups.setdefault((size, mode), []).append(podgroup)
+                            print(f"{size:>5} nodes  {mode:<10} round {r + 1}: {seconds:.2f} s (PodGroup there "
+                                  f"after {podgroup:.2f} s)", flush=True)
+                            clean(cp, name)
+                print(f"\n{'nodes':>5}  {'mode':<10} {'median s':>8}  {'min':>5}  {'max':>5}  {'PodGroup s':>10}"
+                      "   trainadmit : hand")
+                for size in sizes:
+                    med = {m: statistics.median(results[(size, m)]) for m in ("hand", "trainadmit")}
+                    for m in ("hand", "trainadmit"):
+                        v = results[(size, m)]
+                        ratio = f"{med['trainadmit'] / med['hand']:.2f}" if m == "trainadmit" else ""
+                        pg = statistics.median(podgroups[(size, m)])
+                        print(f"{size:>5}  {m:<10} {med[m]:>8.2f}  {min(v):>5.2f}  {max(v):>5.2f}  {pg:>10.2f}   {ratio}")
+            finally:
+                modes.use("trainadmit")
+                stop_trainadmit(cp, hook, modes.configs)
+        finally:
+            cp.stop()
+
+
+if __name__ == "__main__":
+    main()
