@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 
-from conftest import FIXTURES, load_yaml, review, write_policy
+from conftest import FIXTURES, POLICIES, load_yaml, review, write_policy
 from helpers import with_gpus
 
 from trainadmit.engine import Request, decide, load_policy
@@ -115,6 +115,24 @@ def test_the_native_topology_constraint_without_the_native_gang_is_a_warning(tmp
     assert v.message == ("workers are not colocated at level rack: the native topology constraint is part of a "
                          "native gang, and the policy's gang backend is kueue")
     assert "scheduling" not in d.mutated["spec"]
+
+
+def test_an_elastic_pytorchjob_is_told_its_elastic_minimum_keeps_the_topology_out(tmp_path):
+    """Kubeflow's elastic ImageNet PyTorchJob (Worker replicas 2, elasticPolicy minReplicas 1) with GPUs, on the
+    native backend: the operator gangs only its minimum, so no native gang carries the topology constraint. The
+    cause named is that minimum (not "needs the native gang backend", which the policy already is); under auto
+    no colocation is added and the summary says why, with topologyMethod native it is a warning."""
+    obj = with_gpus(manifest("kftrainingop-imagenet.yaml"))
+    why = ("the native topology constraint is part of a native gang, and this PyTorchJob has none: its operator "
+           "counts 1 of its 2 Pods in a gang (an elastic job counts its minimum)")
+    auto = decide(load_policy(POLICIES), Request(copy.deepcopy(obj), namespace="team-nlp"))
+    assert auto.allowed and auto.summary["topology"] is None
+    assert f"workers are not colocated at level rack by trainadmit: {why}" in auto.summary["notes"]
+    worker = auto.mutated["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+    assert "podAffinity" not in (worker.get("affinity") or {})
+    native = load_policy(write_policy(tmp_path, {"gang": {"topologyMethod": "native"}}))
+    v = violation(decide(native, Request(obj, namespace="team-nlp")), "topology.colocation-unavailable")
+    assert v.message == f"workers are not colocated at level rack: {why}"
 
 
 def test_advice_on_the_number_of_workers_names_the_kinds_own_count_fields(tmp_path):

@@ -63,8 +63,8 @@ def mutate(ctx: Context) -> None:
         key = ctx.policy.keys.topology
         ctx.report(COLOCATION_UNAVAILABLE, f'metadata.annotations["{key}"]',
                    f"workers are not colocated at level {r.level_name}: {colocation.unavailable}",
-                   f"set {key}: any, or Platform.spec.gang.topologyMethod: auto (pod affinity where the gang cannot "
-                   "carry it)")
+                   f"set {key}: any, or Platform.spec.gang.topologyMethod: podAffinity (required pod affinity, "
+                   "which cannot guarantee one domain: topology.colocation-risk)")
     elif colocation.method == "kai":
         _kai(ctx, level.nodeLabel, source)
     elif colocation.by_gang:
