@@ -225,7 +225,8 @@ def _kueue(ctx: Context, gang: Gang, source: Source) -> None:
 
 def _queue(ctx: Context, path: Path, crd_default: str | None = None) -> None:
     """The queue at ``path``; a value equal to the CRD's default counts as unset (the apiserver wrote it), and is
-    the queue when neither the workload nor the policy names one (a Volcano Job's, whatever the backend)."""
+    the queue when neither the workload nor the policy names one (a Volcano Job's, whatever the backend). The
+    CRD's default is left to the apiserver, so the object as written and as defaulted get one decision."""
     r = ctx.resolved
     named = r.queue_explicit or ctx.policy.platform.gang.queue is not None
     queue = (r.queue if named or crd_default is None else crd_default) or ctx.policy.default_queue
@@ -236,7 +237,10 @@ def _queue(ctx: Context, path: Path, crd_default: str | None = None) -> None:
         source = Source("object", "", ("metadata", "labels", ctx.policy.keys.queue))
     else:
         source = ctx.platform_source("spec", "gang", "queue")
-    if current is None or current == queue:
+    if current is None and queue == crd_default:  # the apiserver writes it: the same object with or without us
+        ctx.satisfied("gang")
+        ctx.note(f"{field_path(path)}: the {ctx.workload.kind} CRD defaults it to {queue}, the queue wanted")
+    elif current is None or current == queue:
         ctx.inject(path, queue, "gang", source)
     else:
         conflict(ctx, Enforceable.queue, path, current, queue)
