@@ -44,7 +44,9 @@ EXPECTED: dict[str, object] = {
     "awsome-nccl-tests-gb200.yaml#1": denied("intent.no-pool", "quota.gpus-per-job", "quota.workers-per-job"),
     "awsome-nccl-tests.yaml#0": denied("intent.no-pool"),  # EFA
     "azure-aks-rdma-ib-sriov-gpu-eight.yaml#0": A,  # 1 x 8 GPUs with its own SR-IOV rdma/ib: kept, nothing added
-    "coreweave-nccl-test-distributed-h100-64-mpijob.yaml#0": denied("quota.gpus-per-job", "quota.workers-per-job"),
+    # 8 Workers x 8 GPUs and a GPU-less Launcher, quota teams (32 GPUs, 8 workers per job): 64 GPUs are too many,
+    # the 8 workers are not (the Launcher is no worker)
+    "coreweave-nccl-test-distributed-h100-64-mpijob.yaml#0": denied("quota.gpus-per-job"),
     "dranet-mpi-operator-dra-resources.yaml#0": U,
     "dranet-mpi-operator-dra-resources.yaml#1": U,
     "dranet-mpi-operator-nccl-test-job.yaml#0": denied("topology.whole-node"),  # 2 workers x 1 GPU

@@ -6,14 +6,29 @@ StatefulSet with ``size - 1`` Pods. LWS forms gangs only with ``gangSchedulingMa
 schedulerProvider: volcano`` in its own configuration: one Volcano PodGroup per group, ``minMember =
 size``, queue from the LWS annotation ``scheduling.volcano.sh/queue-name``; ``schedulerName: volcano``
 must be in the templates (pkg/schedulerprovider/volcano_provider.go). A native or coscheduling gang
-would need a PodGroup name per group, which one shared template cannot carry.
+would need a PodGroup name per group, which one shared template cannot carry. A resize adds or removes
+groups (``replicas``) or rolls the groups to a new revision (``size``), each with its own PodGroup. The
+controller runs as ServiceAccount ``lws-system/lws-controller-manager``; the StatefulSet controller creates the
+Pods of its StatefulSets from the LeaderWorkerSet's templates, with their provenance annotation.
 """
 
 from __future__ import annotations
 
 from ..backends import VOLCANO_QUEUE
 from ..paths import get_path
-from .base import NATIVE_POD_GROUP, Adapter, Gang, GangFields, GangMethod, Scale, TemplateSpec, count, kai_gang
+from .base import (
+    NATIVE_POD_GROUP,
+    Adapter,
+    Gang,
+    GangFields,
+    GangMethod,
+    Owner,
+    Scale,
+    TemplateSpec,
+    count,
+    kai_gang,
+    kube_controller,
+)
 
 REPLICAS = ("spec", "replicas")
 SIZE = ("spec", "leaderWorkerTemplate", "size")
@@ -34,6 +49,9 @@ class LeaderWorkerSetAdapter(Adapter):
         "kai": kai_gang("leaderWorkerTemplate.size"),
     }
     pods_label = "leaderworkerset.sigs.k8s.io/name"
+    controllers = ("system:serviceaccount:lws-system:lws-controller-manager",)
+    intermediate_owners = (Owner(("apps/v1",), "StatefulSet", "statefulsets.apps",
+                                 kube_controller("statefulset-controller"), decided=False),)
     group_label = "leaderworkerset.sigs.k8s.io/group-index"
     template_patterns = (("spec", "leaderWorkerTemplate", "leaderTemplate"),
                          ("spec", "leaderWorkerTemplate", "workerTemplate"))
