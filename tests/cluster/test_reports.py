@@ -3,7 +3,8 @@ bounded, and unchanged when nothing changed (so the writer need not write).
 
 The CRDs and the real reports are tests/fixtures/reports (OpenReports' and Kyverno's CRDs; reports as
 Kyverno and Kubewarden write them). The workloads are public manifests stored in team-nlp; what each
-result says is worked out by hand from them and the bundled policy (see each test)."""
+result says is worked out by hand from them and the bundled policy with a GKE A3 Ultra pool, on which GKE's
+A3 Ultra JobSet runs (see each test)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pytest
 from support.crd_prune import crd_schema, pruned
 from support.manifests import load_yaml
 from support.paths import EXAMPLES, FIXTURES
+from support.policies import a3_ultra_policy_dir
 
 from trainadmit.cluster.judge import Status, judge
 from trainadmit.cluster.reports import (
@@ -32,6 +34,13 @@ REPORTS = FIXTURES / "reports"
 CRDS = {OPENREPORTS: REPORTS / "crds" / "openreports.io_reports.yaml",
         WGPOLICY: REPORTS / "crds" / "wgpolicyk8s.io_policyreports.yaml"}
 BY_API_VERSION = {"openreports.io/v1alpha1": OPENREPORTS, "wgpolicyk8s.io/v1alpha2": WGPOLICY}
+
+
+@pytest.fixture(scope="module")
+def policy(tmp_path_factory):
+    from trainadmit.engine import load_policy
+
+    return load_policy(a3_ultra_policy_dir(tmp_path_factory.mktemp("a3-ultra")))
 
 
 @cache
@@ -82,8 +91,8 @@ def _stored(path, kind: str, name: str, namespace: str = "team-nlp", uid: str = 
 
 def _workloads() -> list[dict]:
     return [
-        # 4 x 8 GPUs, Kueue's queue label: admitted with a warning (a gang of another backend), and the
-        # pool's placement, RDMA, NCCL, preflight and priority are what it would still get
+        # 4 x 8 GPUs, Kueue's queue label, GKE's GPUDirect-RDMA interfaces: on the A3 Ultra pool, admitted with a
+        # warning (a gang of another backend); its own network keeps the RDMA concern out
         _stored(FIXTURES / "real-world" / "gke-ctk-a3ultra-nccl-jobset-example.yaml", "JobSet", "a3-nccl"),
         # 2 x (8 + 8) GPUs: admitted with a warning (LeaderWorkerSet has no native gang)
         _stored(FIXTURES / "operators" / "lws" / "examples" / "vllm-gpu-lws.yaml", "LeaderWorkerSet", "vllm"),
@@ -116,7 +125,7 @@ def test_one_result_per_workload_and_rule(policy):
     [mnist] = [r for r in _results(policy) if r["resources"][0]["name"] == "mnist"]
     assert mnist["properties"]["path"].count("resources.limits") == 2
     [a3] = [r for r in _results(policy) if r["resources"][0]["name"] == "a3-nccl"]
-    assert a3["properties"]["would-set"] == "hardware, nccl, placement, preflight, priority, rdma"
+    assert a3["properties"]["would-set"] == "placement, priority"  # the A3 Ultra pool sets only a nodeSelector
     assert a3["resources"][0] == {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "namespace": "team-nlp",
                                   "name": "a3-nccl", "uid": a3["resources"][0]["uid"]}
 

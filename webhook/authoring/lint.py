@@ -75,7 +75,7 @@ def semantic_findings(report: LoadReport) -> list[PolicyProblem]:
     # enforced fields that nothing in the policy can set
     enforce = set(spec.enforce)
     unsatisfiable = {
-        Enforceable.queue: spec.gang.backend not in (GangBackend.kueue, GangBackend.volcano),
+        Enforceable.queue: spec.gang.backend not in (GangBackend.kueue, GangBackend.volcano, GangBackend.kai),
         Enforceable.schedulerName: policy.scheduler_name is None,
         Enforceable.priorityClassName: not policy.tiers,
         Enforceable.ncclEnv: not any(p.nccl.env for p in policy.pools.values()),

@@ -18,6 +18,7 @@ class GangBackend(StrEnum):
     coscheduling = "coscheduling"
     volcano = "volcano"
     kueue = "kueue"
+    kai = "kai"
 
 
 class Action(StrEnum):
