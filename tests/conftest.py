@@ -11,8 +11,8 @@ from support.policies import BACKENDS, write_policy
 
 from trainadmit.engine import load_policy
 
-# the integration tier's control plane; every rule fires
-pytest_plugins = ["support.kube_fixtures", "support.rule_coverage"]
+# the integration tier's control plane; every rule fires; what session fixtures start is theirs to stop
+pytest_plugins = ["support.kube_fixtures", "support.rule_coverage", "support.fixture_processes"]
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -62,17 +62,6 @@ def _processes_stop_with_their_test():
     before = suite_processes.started()
     yield
     suite_processes.stop_started_since(before, fixtures_own=False)
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_fixture_setup(fixturedef, request):
-    """What a session or module fixture starts is its own, even when a test's setup was the first to ask."""
-    from support import suite_processes
-
-    before = suite_processes.started()
-    yield
-    if fixturedef.scope != "function":
-        suite_processes.owned_by_a_fixture(before)
 
 
 @pytest.hookimpl(trylast=True)
