@@ -253,7 +253,7 @@ WITH_FIXES = {
 
 
 def test_the_walk_made_every_rule_with_a_fix_fire(policies):
-    if not FIRED:  # run alone: walk here
+    if not WITH_FIXES - {"hardware.matching-nodes"} <= FIRED:  # run alone, or xdist ran part of the walk elsewhere
         for key, scenario in CASES:
             test_paths_are_the_objects_fields_and_fixes_name_the_kinds_fields(policies, key, scenario)
     assert WITH_FIXES - {"hardware.matching-nodes"} <= FIRED, sorted(WITH_FIXES - FIRED)
