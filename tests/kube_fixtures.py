@@ -333,8 +333,8 @@ OUTCOME_PHASES: dict[str, dict] = {
     "preemption": {"kubernetesVersion": "1.36", "featureGates": [*OUTCOME_GATES, TOPOLOGY_GATE, "WorkloadAwarePreemption"],
                    "gang": {**BACKENDS["native-podgroup"]["gang"], "disruptionMode": "all"}},
     # the Job controller's own gang (WorkloadWithJob), as the bundled 1.37 policy's nativeMode asks
-    "job-scheduling": {"kubernetesVersion": "1.36", "featureGates": [*OUTCOME_GATES, TOPOLOGY_GATE],
-                       **BACKENDS["native-job"]},
+    "job-scheduling": {**BACKENDS["native-job"], "kubernetesVersion": "1.36",
+                       "featureGates": [*OUTCOME_GATES, TOPOLOGY_GATE]},
 }
 
 

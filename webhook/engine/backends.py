@@ -21,3 +21,9 @@ TEMPLATE_LABELS = ((POD_GROUP_LABEL, "coscheduling"), (LEGACY_POD_GROUP_LABEL, "
                    (KUEUE_POD_GROUP, "kueue"), (SAKKARA_GROUP, "sakkara"))
 # on a pod template: annotation -> mechanism
 TEMPLATE_ANNOTATIONS = ((VOLCANO_GROUP_ANNOTATION, "volcano"), (JOBSET_EXCLUSIVE, "jobset-exclusive"))
+
+
+def native_podgroup_name(workload: str) -> str:
+    """The native PodGroup trainadmit's reconciler creates for a workload, named in its templates' schedulingGroup:
+    a schedulingGroup that names another PodGroup is the user's own gang."""
+    return f"{workload}-gang"

@@ -138,7 +138,7 @@ def decide_declared(policy: PolicySet, request: Request, cluster: ClusterView | 
     if ctx.resolved.no_pool and policy.platform.noPool == "ignore":
         return Decision(matched=False, generation=policy.generation,
                         reason=f"no pool fits this GPU workload ({ctx.resolved.no_pool}); Platform.spec.noPool: ignore")
-    ctx.plan = make_plan(workload, ctx.resolved, policy)
+    ctx.plan = make_plan(workload, ctx.resolved, policy, ctx.cluster)
     skeleton = adapter.skeleton(obj) if capable(adapter, Skeleton) else None
     if skeleton is not None:  # the kind's writable template needs its parents first (a TrainJob's runtime patch)
         patcher.extend(*skeleton[:1], [skeleton[1]])
@@ -177,7 +177,7 @@ def _non_create(ctx: Context) -> Decision:
     before = Resolved(pods=0) if shape_problems(old) else resolve(old, policy, gpu_resources_of(old, policy), ignore)
     added = ctx.resolved.total_gpus - before.total_gpus
     if added > 0:
-        ctx.plan = make_plan(workload, ctx.resolved, policy)
+        ctx.plan = make_plan(workload, ctx.resolved, policy, ctx.cluster)
         quota.check(ctx, workload, extra_gpus=added)
         decision.reason = f"UPDATE: {before.pods} -> {ctx.resolved.pods} pods checked against quota"
     decision.violations = ctx.violations

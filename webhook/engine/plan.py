@@ -7,22 +7,35 @@ fields hold its counts: each is decided here by one function, from the object as
 intent and the policy. Every concern then reads the plan and writes only its own fields, so no concern's
 answer depends on which one ran before it (``tests/test_concern_order.py`` runs them in many orders).
 
-To decide something new that several concerns need (the GPUs a DRA claim asks for, the backend chosen from
-what the cluster serves), add a field and the one function that fills it.
+The cluster it is for comes first (``plan_target``: the Kubernetes version, gates and gang backend, chosen
+from the policy and what the cluster serves, ``engine.target``): the gang, the colocation and the concerns
+read that, never the policy's ``auto`` settings.
+
+To decide something new that several concerns need (the GPUs a DRA claim asks for), add a field and the one
+function that fills it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from ..policy import PolicySet
 from ..policy.policyset import TOPOLOGY_GATE
 from ..policy.vocab import GangBackend
-from .backends import JOBSET_EXCLUSIVE, KUEUE_QUEUE, TEMPLATE_ANNOTATIONS, TEMPLATE_LABELS, VOLCANO_MIN_MEMBER
+from .backends import (
+    JOBSET_EXCLUSIVE,
+    KUEUE_QUEUE,
+    TEMPLATE_ANNOTATIONS,
+    TEMPLATE_LABELS,
+    VOLCANO_MIN_MEMBER,
+    native_podgroup_name,
+)
+from .clusterview import ClusterView
 from .concerns.intent import Resolved
 from .paths import Path, field_path, get_path
+from .target import Target, choose
 from .workloads import Gang, GangMethod, PodTemplate, Workload
 
 if TYPE_CHECKING:  # types only: the engine runs on cached policy records too (policy.cache)
@@ -36,6 +49,7 @@ class NoGang(StrEnum):
     foreign = "foreign"  # it already carries another gang mechanism
     unsupported = "unsupported"  # the kind cannot join the policy's backend
     name_required = "name-required"  # the backend names its PodGroup after the workload, which has no name yet
+    unavailable = "unavailable"  # the cluster has no gang backend the policy allows (Target.unavailable)
 
 
 @dataclass(frozen=True)
@@ -112,6 +126,7 @@ class Scale:
 
 @dataclass(frozen=True)
 class Plan:
+    target: Target = field(default_factory=Target)
     gang: GangPlan = GangPlan()
     colocation: Colocation = Colocation()
     pool_templates: tuple[PodTemplate, ...] = ()  # get the pool's placement, RDMA, NCCL, storage, preflight
@@ -137,8 +152,12 @@ def present_gangs(workload: Workload) -> dict[str, str]:
     for t in w.templates:
         labels, annotations = t.pod_meta.get("labels") or {}, t.pod_meta.get("annotations") or {}
         where = field_path(t.meta_path)
-        if t.pod_spec.get("schedulingGroup") or t.pod_spec.get("workloadRef"):
-            found.setdefault("native/pod-group", field_path((*t.spec_path, "schedulingGroup")))
+        group = t.pod_spec.get("schedulingGroup")
+        if group or t.pod_spec.get("workloadRef"):  # ours names the PodGroup after the workload; another, the user's
+            named = group.get("podGroupName") if isinstance(group, dict) else None
+            ours = w.name is not None and named == native_podgroup_name(w.name)
+            found.setdefault("native/pod-group" if ours else f"native PodGroup {named or '(workloadRef)'}",
+                             field_path((*t.spec_path, "schedulingGroup")))
         for key, backend in TEMPLATE_LABELS:
             if isinstance(labels, dict) and key in labels:
                 found.setdefault(backend, f'{where}.labels["{key}"]')
@@ -148,11 +167,20 @@ def present_gangs(workload: Workload) -> dict[str, str]:
     return found
 
 
-def plan_gang(workload: Workload, resolved: Resolved, policy: PolicySet) -> GangPlan:
-    """One gang per workload, through the policy's backend, unless the kind cannot join it or the object
-    already carries another gang mechanism (then it gets none of ours, and none of the gang-shape rules)."""
-    settings = policy.platform.gang
-    backend_id = workload.adapter.backend_id(settings.backend.value, settings.nativeMode)
+def plan_target(policy: PolicySet, cluster: ClusterView) -> Target:
+    """The cluster the decision is for: what ``auto`` chose from the cluster's discovery (or assumed without it),
+    what the policy set explicitly, and what of that the cluster cannot honour."""
+    return choose(policy.platform, cluster.discovered())
+
+
+def plan_gang(workload: Workload, resolved: Resolved, target: Target) -> GangPlan:
+    """One gang per workload, through the target's backend, unless the cluster has none the policy allows, the
+    kind cannot join it or the object already carries another gang mechanism (then it gets none of ours, and
+    none of the gang-shape rules)."""
+    if target.backend is None:
+        return GangPlan(requested=resolved.gang, size=resolved.gang_size,
+                        why_not=NoGang.unavailable if resolved.gang else None)
+    backend_id = workload.adapter.backend_id(target.backend.value, target.native_mode)
     gang = workload.adapter.gang(backend_id)
     base = GangPlan(requested=resolved.gang, backend_id=backend_id, gang=gang, size=resolved.gang_size)
     if not resolved.gang:
@@ -169,7 +197,7 @@ def plan_gang(workload: Workload, resolved: Resolved, policy: PolicySet) -> Gang
     return base
 
 
-def colocation_method(policy: PolicySet) -> str:
+def colocation_method(policy: PolicySet, target: Target) -> str:
     """How workers are colocated: the policy's choice, or (auto) the method the cluster's scheduler can
     hold to its promise: all workers in one domain once one has room, none bound while none has.
 
@@ -179,27 +207,30 @@ def colocation_method(policy: PolicySet) -> str:
     domain alone, and when that domain is too small kube-scheduler 1.36 binds none of a native gang for
     good although another domain fits it (with no gang enforced it binds the workers that fit and leaves
     the rest waiting, holding GPUs). The topology concern says so (``topology.colocation-risk``). The
-    other backends' schedulers understand only pod affinity (Kueue: its own topology-aware admission).
+    other backends' schedulers understand only pod affinity (Kueue: its own topology-aware admission). A
+    cluster with no gang backend gets no colocation either, for the same reason as a native gang without the
+    gate.
     """
-    platform = policy.platform
-    gang = platform.gang
-    if gang.topologyMethod != "auto":
-        return gang.topologyMethod
-    if gang.backend is GangBackend.native:
-        return "native" if TOPOLOGY_GATE in platform.featureGates else "none"
-    return {GangBackend.kueue: "kueue"}.get(gang.backend, "podAffinity")
+    method = policy.platform.gang.topologyMethod
+    if method != "auto":
+        return method
+    if target.backend is GangBackend.native:
+        return "native" if TOPOLOGY_GATE in target.gates else "none"
+    if target.backend is None:
+        return "none"
+    return {GangBackend.kueue: "kueue"}.get(target.backend, "podAffinity")
 
 
-def plan_colocation(resolved: Resolved, policy: PolicySet, gang: GangPlan) -> Colocation:
+def plan_colocation(resolved: Resolved, policy: PolicySet, target: Target, gang: GangPlan) -> Colocation:
     """Colocation at the requested level, for workloads with more than one GPU Pod."""
     r = resolved
     if r.level is None or r.gpu_pods <= 1:
         return Colocation(level_name=r.level_name, level=r.level)
-    method = colocation_method(policy)
+    method = colocation_method(policy, target)
     unavailable = ""
     by_gang = False
     if method == "native":
-        if policy.platform.gang.backend is not GangBackend.native or not r.gang:
+        if target.backend is not GangBackend.native or not r.gang:
             unavailable = "the native topology constraint needs the native gang backend"
         else:
             by_gang = gang.backend is not None
@@ -230,7 +261,8 @@ def plan_scale(workload: Workload) -> Scale:
     return Scale(tuple(products), tuple(follow), largest)
 
 
-def make_plan(workload: Workload, resolved: Resolved, policy: PolicySet) -> Plan:
-    gang = plan_gang(workload, resolved, policy)
-    return Plan(gang=gang, colocation=plan_colocation(resolved, policy, gang),
+def make_plan(workload: Workload, resolved: Resolved, policy: PolicySet, cluster: ClusterView) -> Plan:
+    target = plan_target(policy, cluster)
+    gang = plan_gang(workload, resolved, target)
+    return Plan(target=target, gang=gang, colocation=plan_colocation(resolved, policy, target, gang),
                 pool_templates=plan_pool_templates(workload, resolved), scale=plan_scale(workload))

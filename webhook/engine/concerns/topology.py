@@ -17,6 +17,7 @@ from ..concern import Concern
 from ..context import Context
 from ..decision import Source
 from ..paths import field_path
+from ..plan import NoGang
 from ..reads import Reads
 from ..rule import rule
 from ..workloads import GroupedGangs, PodTemplate, Workload, capable
@@ -68,10 +69,20 @@ def _report_risk(ctx: Context, method: str) -> None:
     for good. Without the topology gate auto therefore adds no colocation, and the workers may span
     domains. Explicit ``topologyMethod: none`` is the platform's own choice and is not warned about.
     """
-    r, platform = ctx.resolved, ctx.policy.platform
+    r, platform, target = ctx.resolved, ctx.policy.platform, ctx.plan.target
     level, n, key = r.level_name, r.gpu_pods, ctx.policy.keys.topology
     where = f'metadata.annotations["{key}"]'
     if method == "none" and platform.gang.topologyMethod == "auto":
+        if ctx.plan.gang.why_not is NoGang.foreign:
+            return  # the workload's own gang mechanism places it (a Kueue-managed JobSet: Kueue's topology)
+        if target.backend is None:
+            ctx.report(COLOCATION_RISK, where,
+                       f"the {n} workers may span {level}s: without a gang scheduler nothing places them in one "
+                       f"{level}, and required pod affinity would let the first workers start in a {level} without "
+                       f"room for all {n} while the rest wait for good; trainadmit added no colocation",
+                       f"a gang backend with topology (the native gang with {TOPOLOGY_GATE}, Kueue's topology-aware "
+                       f"scheduling) places them; or set {key}: any")
+            return
         ctx.report(COLOCATION_RISK, where,
                    f"the {n} workers may span {level}s: without feature gate {TOPOLOGY_GATE} the scheduler cannot "
                    f"place a native gang in one {level}, and required pod affinity would let the gang wait for good "
@@ -80,8 +91,9 @@ def _report_risk(ctx: Context, method: str) -> None:
                    f"declare {TOPOLOGY_GATE} in Platform.spec.featureGates once the cluster runs it (trainadmit then "
                    f"writes a PodGroup topology constraint), or set {key}: any")
     elif method == "podAffinity":
-        gang = "the gang may never start" if r.gang else "the workers that fit start and hold their GPUs"
-        native = platform.gang.backend is GangBackend.native and TOPOLOGY_GATE in platform.featureGates
+        gang = "the gang may never start" if r.gang and target.backend is not None else \
+            "the workers that fit start and hold their GPUs"
+        native = target.backend is GangBackend.native and TOPOLOGY_GATE in target.gates
         ctx.report(COLOCATION_RISK, where,
                    f"required pod affinity cannot guarantee one {level} for {n} workers: the first worker picks its "
                    f"{level} alone, and when that {level} has no room for all {n}, {gang} although another {level} "
