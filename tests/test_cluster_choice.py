@@ -17,6 +17,7 @@ from trainadmit.cluster.index import ClusterIndex
 from trainadmit.cluster.snapshot import SnapshotCluster
 from trainadmit.engine import Request, decide, load_policy
 from trainadmit.engine.target import choose
+from trainadmit.server.admission import decision_response
 from trainadmit.server.decisions import DecisionCache
 
 API = FIXTURES / "apiserver"
@@ -73,10 +74,13 @@ def test_the_bundled_default_on_a_plain_136_apiserver_admits_without_a_gang_nami
     assert d.allowed and d.summary["gang"] == "none" and not d.companions
     [v] = [v for v in d.violations if v.rule == "gang.unavailable"]
     assert v.action.value == "warn" and v.path == "metadata"
-    assert v.message.startswith("no gang scheduler is served (Kubernetes 1.36 (v1.36.2): no Workload API "
-                                "(scheduling.k8s.io/v1alpha2), no Volcano, scheduler-plugins or Kueue CRDs)")
+    assert v.message.startswith("no gang scheduler is served (Kubernetes v1.36.2: no scheduling.k8s.io/v1alpha2, "
+                                "no Volcano, scheduler-plugins or Kueue CRDs)")
     assert "--feature-gates=GenericWorkload=true --runtime-config=scheduling.k8s.io/v1alpha2=true" in v.hint
-    assert "GangScheduling=true" in v.hint and "install Volcano, scheduler-plugins or Kueue" in v.hint
+    assert "GangScheduling=true" in v.hint and v.hint.endswith("or install one of those")
+    # kubectl shows the whole of it: the server's bound on a warning's length cuts nothing
+    [text] = [w for w in decision_response("u", d, True)["response"]["warnings"] if "[gang.unavailable]" in w]
+    assert text.endswith(f"({v.hint})"), text
     spec = d.mutated["spec"]
     assert "scheduling" not in spec and "schedulingGroup" not in spec["template"]["spec"]
     # everything else the policy injects is there
@@ -210,4 +214,4 @@ def test_check_with_a_snapshot_of_the_plain_apiserver_prints_the_warning_and_no_
     r = run_cli("check", "--cluster", str(src), str(EXAMPLES / "llama-pretrain.yaml"))
     assert r.returncode == 0, r.stdout + r.stderr
     assert "gang none" in r.stdout or "gang: none" in r.stdout or "[gang.unavailable]" in r.stdout
-    assert "[gang.unavailable] metadata: no gang scheduler is served (Kubernetes 1.36" in r.stdout
+    assert "[gang.unavailable] metadata: no gang scheduler is served (Kubernetes v1.36.2" in r.stdout

@@ -165,8 +165,8 @@ def enable_native(version: tuple[int, int]) -> str:
     if api is None:
         return f"upgrade to Kubernetes {NATIVE_PODGROUP_APIS[0][0][0]}.{NATIVE_PODGROUP_APIS[0][0][1]} or newer"
     if version < GANG_GATE_MERGED:
-        return (f"start kube-apiserver with --feature-gates={WORKLOAD_API_GATE}=true --runtime-config={api}=true, and "
-                f"kube-scheduler and kube-controller-manager with --feature-gates={WORKLOAD_API_GATE}=true,"
+        return (f"start kube-apiserver with --feature-gates={WORKLOAD_API_GATE}=true --runtime-config={api}=true and "
+                f"kube-scheduler, kube-controller-manager with --feature-gates={WORKLOAD_API_GATE}=true,"
                 f"{GANG_GATE}=true")
     return (f"start kube-apiserver, kube-scheduler and kube-controller-manager with --feature-gates="
             f"{WORKLOAD_API_GATE}=true (beta, off by default) and serve {api} (kube-apiserver --runtime-config="
@@ -178,13 +178,15 @@ def _others() -> list[str]:
 
 
 def _none_served(version: tuple[int, int], discovered: Discovered) -> tuple[str, str]:
+    """Why and what to do, short enough that kubectl shows all of it (the server bounds a warning's length):
+    the bundled default's warning on every stock cluster."""
     api = native_api(version)
     providers = [INSTALLED[name].provided_by.split(" (")[0] for name in _others()]
-    native = f"no Workload API ({api})" if api else "no Workload API (Kubernetes 1.36 or newer)"
-    message = (f"no gang scheduler is served (Kubernetes {discovered.version_text}: {native}, no "
-               f"{', '.join(providers[:-1])} or {providers[-1]} CRDs)")
-    remedy = f"to gang-schedule, {enable_native(version)}; or install {', '.join(providers[:-1])} or {providers[-1]}"
-    return message, remedy
+    native = f"no {api}" if api else "no Workload API (Kubernetes 1.36 or newer)"
+    seen = discovered.git_version or discovered.version_text
+    message = (f"no gang scheduler is served (Kubernetes {seen}: {native}, no {', '.join(providers[:-1])} or "
+               f"{providers[-1]} CRDs)")
+    return message, f"{enable_native(version)}; or install one of those"
 
 
 def choose(platform: PlatformSpec, discovered: Discovered | None) -> Target:
