@@ -96,11 +96,14 @@ def schema_errors(obj: dict, version: str = K8S_VERSION) -> list[str]:
     return sorted(f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(obj))
 
 
-def write_policy(directory: Path, platform: dict | None = None, extra: list[dict] | None = None) -> Path:
-    """Copy the bundled policies into ``directory`` with Platform.spec fields overridden."""
+def write_policy(directory: Path, platform: dict | None = None, extra: list[dict] | None = None,
+                 replace: list[dict] | None = None) -> Path:
+    """Copy the bundled policies into ``directory`` with Platform.spec fields overridden, ``extra`` documents
+    added and ``replace`` documents instead of the bundled ones of the same kind and name."""
     directory.mkdir(parents=True, exist_ok=True)
+    instead = {(d["kind"], d["metadata"]["name"]): d for d in replace or []}
     for src in POLICIES.glob("*.yaml"):
-        docs = load_yaml(src)
+        docs = [instead.get((d["kind"], d["metadata"]["name"]), d) for d in load_yaml(src)]
         for doc in docs:
             if doc["kind"] == "Platform" and platform:
                 for key, value in platform.items():

@@ -19,7 +19,16 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 COLLECTIONS = {"secrets", "leases", "mutatingwebhookconfigurations", "validatingwebhookconfigurations", "jobs",
-               "podgroups", "pods", "events", "pytorchjobs"}
+               "podgroups", "pods", "events", "pytorchjobs", "reports", "policyreports", "resourcequotas", "namespaces"}
+
+
+def selected(selector: str, labels: dict) -> bool:
+    """A label selector of ``key`` and ``key=value`` terms (what the controllers here send)."""
+    for term in filter(None, selector.split(",")):
+        key, eq, value = term.partition("=")
+        if key not in labels or (eq and labels[key] != value):
+            return False
+    return True
 
 
 def merge_patch(target: object, patch: object) -> object:
@@ -98,7 +107,7 @@ class FakeAPIServer:
                              if p.rsplit("/", 2)[-2] == kind and (p.startswith(path + "/") or
                                                                    "/namespaces/" not in path)
                              and p.startswith(path.split("/" + kind)[0])
-                             and (not selector or selector in (o.get("metadata", {}).get("labels") or {}))]
+                             and selected(selector, o.get("metadata", {}).get("labels") or {})]
                 self._send(200, {"kind": "List", "apiVersion": "v1", "metadata": {"resourceVersion": str(server.version)},
                                  "items": items})
 
@@ -134,6 +143,16 @@ class FakeAPIServer:
                     body["metadata"]["resourceVersion"] = str(server.version)
                     server.objects[path] = body
                 self._send(200, body)
+
+            def do_DELETE(self) -> None:
+                path, _ = self._route()
+                with server.lock:
+                    gone = server.objects.pop(path, None)
+                    if gone is not None:
+                        server.version += 1
+                if gone is None:
+                    return self._status(404, "NotFound", f"{path} not found")
+                self._send(200, gone)  # as the apiserver answers a delete without finalizers: the object
 
             def do_PATCH(self) -> None:
                 path, _ = self._route()

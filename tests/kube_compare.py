@@ -39,7 +39,10 @@ from helpers import run_cli
 SNAPSHOT_LISTS = ("/api/v1/nodes", "/api/v1/resourcequotas", "/api/v1/persistentvolumeclaims",
                   "/apis/scheduling.k8s.io/v1/priorityclasses",
                   "/apis/k8s.cni.cncf.io/v1/network-attachment-definitions",
-                  "/apis/scheduling.volcano.sh/v1beta1/queues", "/apis/kueue.x-k8s.io/v1beta1/localqueues", "/apis")
+                  "/apis/scheduling.volcano.sh/v1beta1/queues", "/apis/kueue.x-k8s.io/v1beta1/localqueues",
+                  "/apis/resource.k8s.io/v1/resourceclaimtemplates", "/apis/resource.k8s.io/v1/resourceclaims",
+                  "/apis/resource.k8s.io/v1/deviceclasses", "/apis/trainer.kubeflow.org/v1alpha1/trainingruntimes",
+                  "/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes", "/apis")
 JOB_UID_LABELS = ("controller-uid", "batch.kubernetes.io/controller-uid")
 JOB_NAME_LABELS = ("job-name", "batch.kubernetes.io/job-name")
 

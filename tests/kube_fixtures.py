@@ -7,9 +7,10 @@ broken CI setting cannot pass as a skip. Every test that uses it carries ``APISE
 other runs the rest of the suite.
 
 ``cluster`` installs what an operator would: deploy/base's namespace, ServiceAccount, RBAC and
-PriorityClasses verbatim, the gang backends' and Multus' CRDs, and a cluster to decide against
-(GPU nodes as kubelets report them, dataset and checkpoint claims, the RDMA network, queues), all
-before any trainadmit server starts, so a server's first sync sees everything.
+PriorityClasses verbatim, the gang backends', Multus' and Kubeflow Trainer's CRDs (with Trainer's
+runtimes the TrainJob examples name), and a cluster to decide against (GPU nodes as kubelets report
+them, dataset and checkpoint claims, the RDMA network, queues), all before any trainadmit server
+starts, so a server's first sync sees everything.
 
 ``webhook`` runs the real trainadmit server (``trainadmit serve --cluster-live``, as the deploy/
 ServiceAccount with a real token, so deploy/'s RBAC is what authorizes its every call) and registers
@@ -19,6 +20,7 @@ deploy/base/webhooks.yaml verbatim except ``clientConfig`` (a loopback URL and t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 from collections.abc import Iterator
@@ -37,6 +39,7 @@ from controlplane import (
     assets_from_env,
     load_manifests,
     scheduling_assets_from_env,
+    wait_until,
 )
 
 from trainadmit.engine import load_policy
@@ -60,8 +63,9 @@ TEAM_NAMESPACES = ("team-nlp", "team-vision", "default")  # the examples' and fi
 BARE_NS = "research"  # no quota, no claims, no queues: for "names a missing object" tests
 WEBHOOK_NAMES = ("mutate.trainadmit.io", "validate.trainadmit.io")
 
-# Integration policy: the bundled set plus a canary pool (16 nodes, half of them unusable) and a tier
-# whose PriorityClass deploy/ does not install, as when a tier is added to the policy and not to deploy/.
+# Integration policy: the bundled set plus a canary pool (16 nodes, half of them unusable), a tier whose
+# PriorityClass deploy/ does not install (as when a tier is added to the policy and not to deploy/), and the
+# GPU budgets below.
 CANARY_POOL = {
     "apiVersion": "trainadmit.io/v1alpha1", "kind": "Pool", "metadata": {"name": "h100-canary"},
     "spec": {"gpu": {"resource": "nvidia.com/gpu", "product": "NVIDIA-H100-80GB-HBM3", "perNode": 8},
@@ -72,7 +76,17 @@ CANARY_POOL = {
                  {"name": "rack", "nodeLabel": "topology.kubernetes.io/rack", "maxNodes": 16}]}}}
 URGENT_TIER = {"apiVersion": "trainadmit.io/v1alpha1", "kind": "PriorityTier", "metadata": {"name": "urgent"},
                "spec": {"className": "training-urgent", "value": 90000}}
-EXTRA_POLICY = [CANARY_POOL, URGENT_TIER]
+# A namespace with a GPU budget of its own, for the budget's tests; team-nlp's is raised instead, since the
+# corpus tests submit every example and fixture there at once (their GPUs add up to well over the bundled 64)
+BUDGET_NS = "gpu-budget"
+BUDGET_QUOTA = {"apiVersion": "trainadmit.io/v1alpha1", "kind": "Quota", "metadata": {"name": BUDGET_NS},
+                "spec": {"namespaces": [BUDGET_NS], "maxGPUsPerJob": 128, "maxWorkersPerJob": 16, "gpuQuota": 64}}
+TEAM_NLP_QUOTA = {"apiVersion": "trainadmit.io/v1alpha1", "kind": "Quota", "metadata": {"name": "team-nlp"},
+                  "spec": {"namespaces": ["team-nlp"], "maxGPUsPerJob": 128, "maxWorkersPerJob": 16,
+                           "allowedPools": ["h100-ib", "l40s-eth"], "allowedPriorities": ["high", "normal", "low"],
+                           "gpuQuota": 2048}}
+EXTRA_POLICY = [CANARY_POOL, URGENT_TIER, BUDGET_QUOTA]
+REPLACED_POLICY = [TEAM_NLP_QUOTA]
 # the policy phases of the tier: the bundled target (1.37, native Job.spec.scheduling), and the policy
 # retargeted at this 1.36 apiserver with each gang backend it can hold
 PHASES: dict[str, dict] = {"default": {}}
@@ -205,8 +219,9 @@ def install_cluster(cp: ControlPlane) -> Cluster:
                                                    "priorityclasses.yaml")))
     cp.apply(deploy)
     cp.install_crds(OPERATOR_CRDS / "scheduler-plugins" / "crds", OPERATOR_CRDS / "volcano" / "crds",
-                    OPERATOR_CRDS / "kueue" / "crds", OPERATOR_CRDS / "multus" / "crds")
-    for ns in (*TEAM_NAMESPACES, BARE_NS, SYSTEM_NS, RENDER_NS):
+                    OPERATOR_CRDS / "kueue" / "crds", OPERATOR_CRDS / "multus" / "crds",
+                    OPERATOR_CRDS / "kubeflow-trainer-v2" / "crds")
+    for ns in (*TEAM_NAMESPACES, BARE_NS, SYSTEM_NS, RENDER_NS, BUDGET_NS):
         cp.ensure_namespace(ns)
     nodes = cluster_nodes()
     for node in nodes:
@@ -228,6 +243,10 @@ def install_cluster(cp: ControlPlane) -> Cluster:
             objs.append({"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
                          "metadata": {"name": name.split("@")[0], "namespace": ns or "default"},
                          "spec": {"config": '{"cniVersion": "0.3.1", "type": "ipoib"}'}})
+    # the runtimes Trainer's TrainJob examples name (tests/fixtures/operators/kubeflow-trainer-v2/examples/)
+    trainer = OPERATOR_CRDS / "kubeflow-trainer-v2" / "examples"
+    objs += [d for f in ("runtime-torch_distributed.yaml", "04-volcano-integration.yaml")
+             for d in load_manifests(trainer / f) if d.get("kind") == "ClusterTrainingRuntime"]
     cp.apply(objs)
     return Cluster(cp, http, nodes)
 
@@ -247,8 +266,11 @@ class Webhook:
 
     def use(self, phase: str) -> object:
         """Serve the policy of ``phase`` (see PHASES); return it once the server serves that generation."""
-        phases, extra = self.phases or PHASES, EXTRA_POLICY if self.extra is None else self.extra
-        write_policy(self.policy_dir, phases[phase], extra)
+        phases = self.phases or PHASES
+        if self.extra is None:
+            write_policy(self.policy_dir, phases[phase], EXTRA_POLICY, REPLACED_POLICY)
+        else:
+            write_policy(self.policy_dir, phases[phase], self.extra)
         policy = load_policy(self.policy_dir)
         client = self.server.client(keep_alive=False)  # type: ignore[attr-defined]
 
@@ -286,7 +308,7 @@ def webhook(control_plane: ControlPlane, cluster: Cluster, tmp_path_factory) -> 
     base = tmp_path_factory.mktemp("trainadmit-on-apiserver")
     certs = base / "certs"
     pki.issue(certs, "trainadmit", SYSTEM_NS, ips=["127.0.0.1"])
-    policy_dir = write_policy(base / "policies", PHASES["default"], EXTRA_POLICY)
+    policy_dir = write_policy(base / "policies", PHASES["default"], EXTRA_POLICY, REPLACED_POLICY)
     kubeconfig = control_plane.service_account_kubeconfig(base / "kubeconfig", SYSTEM_NS, "trainadmit")
     server = Server(policy_dir, certs, workers=1, extra=["--cluster-live", "--cluster-max-age", "120",
                                                                  "--graceful-timeout", "1"],
@@ -437,3 +459,68 @@ def outcome_cluster(tmp_path_factory) -> Iterator[OutcomeCluster]:
             stop_trainadmit(cp, hook, configs)
     finally:
         cp.stop()
+# ---- the webhook away, the reconciler on --------------------------------------------------------
+
+GPU_PROBE = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "absent-probe", "namespace": "team-nlp"},
+             "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
+                 {"name": "c", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}}
+
+
+@contextlib.contextmanager
+def webhooks_removed(cp: ControlPlane, hook: Webhook):
+    """deploy/'s webhook configurations deleted (an outage, or the time before trainadmit was installed)
+    until the block ends, then registered again for ``hook``'s server. Returns once the apiserver has
+    stopped calling them: a dry-run create of a GPU Job comes back unmutated. (The probes run in team-nlp,
+    whose budget is far from reached: a probe refused by /mutate would never reach /validate.)"""
+    http = cp.http
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        http.delete({"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind, "metadata": {"name": "trainadmit"}})
+    probe_namespace = TEAM_NAMESPACES[0]
+    probe = {**GPU_PROBE, "metadata": {**GPU_PROBE["metadata"], "namespace": probe_namespace}}
+
+    def unmutated() -> bool:
+        stored = http.create(probe, dry_run=True)
+        return "trainadmit.io/applied" not in ((stored.get("metadata") or {}).get("annotations") or {})
+
+    wait_until(unmutated, timeout=30, what="the apiserver to stop calling trainadmit's webhooks")
+    try:
+        yield
+    finally:
+        register_webhooks(cp, hook.server.port, (hook.server.cert_dir / "ca.crt").read_bytes(),  # type: ignore[attr-defined]
+                          probe_namespace)
+
+
+def delete_budget_quotas(http: KubeHTTP) -> None:
+    """Remove the ResourceQuotas a reconciler materialised: this control plane has no quota controller to
+    give them a status, and the apiserver refuses every GPU Pod charged to a quota without one."""
+    from trainadmit.cluster.budget import BUDGET_NAME
+
+    for quota in http.list("v1", "ResourceQuota")["items"]:
+        if quota["metadata"]["name"] == BUDGET_NAME:
+            http.delete({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": quota["metadata"]})
+
+
+@contextlib.contextmanager
+def reconciling_server(cp: ControlPlane, policy_dir: Path, kubeconfig: Path, directory: Path, name: str):
+    """`trainadmit serve --reconcile` as deploy/ runs it (deploy/'s ServiceAccount, Pod name ``name``), holding
+    the reconciler's Lease; stopped, and its budgets' ResourceQuotas removed, at the end."""
+    from server_util import Server, issue_certs
+
+    from trainadmit.cluster.lease import PREFLIGHT_STATUS_LEASE, RECONCILER_LEASE
+
+    http = cp.http
+    for lease in (RECONCILER_LEASE, PREFLIGHT_STATUS_LEASE):  # another test's replica may still hold it
+        http.delete({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                     "metadata": {"name": lease, "namespace": SYSTEM_NS}})
+    server = Server(policy_dir, issue_certs(directory / "certs"), workers=1,
+                    extra=["--reconcile", "--namespace", SYSTEM_NS],
+                    env_extra={"KUBECONFIG": str(kubeconfig), "POD_NAME": name})
+    try:
+        server.wait_ready(timeout=60)
+        yield server
+    finally:
+        server.stop()
+        delete_budget_quotas(http)
+        for lease in (RECONCILER_LEASE, PREFLIGHT_STATUS_LEASE):
+            http.delete({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                         "metadata": {"name": lease, "namespace": SYSTEM_NS}})

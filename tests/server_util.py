@@ -144,14 +144,14 @@ class Server:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited {self.proc.returncode}: {self.log.read_text()[-2000:]}")
             try:
-                status, _ = self.client(keep_alive=False, timeout=2).request("GET", "/readyz")
+                status, body = self.client(keep_alive=False, timeout=2).request("GET", "/readyz")
                 if status == 200:
                     return
-                last = status
+                last = f"{status} {body!r}"
             except OSError as exc:
                 last = exc
             time.sleep(0.05)
-        raise RuntimeError(f"server not ready: {last}")
+        raise RuntimeError(f"server not ready: {last}; its log ends: {self.log.read_text()[-2000:]}")
 
     def stop(self) -> int:
         """SIGTERM and wait (its whole process group SIGKILLed after 30 s); the exit status. Our idle

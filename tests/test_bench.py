@@ -47,3 +47,18 @@ def test_time_to_start_compares_with_the_job_trainadmit_would_make_written_by_ha
     assert hand["spec"]["template"]["spec"] == mutated["spec"]["template"]["spec"]
     assert not [k for k in {**hand["metadata"].get("labels", {}), **hand["metadata"].get("annotations", {})}
                 if k.startswith("trainadmit.io/")]
+
+
+def test_audit_bench_input_is_what_audit_reads(monkeypatch, tmp_path):
+    """bench/audit.py's input (a `kubectl get -o json` List of stored Jobs): audit reads every item of it."""
+    import json
+
+    from helpers import run_cli
+
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    bench = runpy.run_path(str(ROOT / "bench" / "audit.py"))
+    path = tmp_path / "workloads.json"
+    bench["write_workloads"](path, 30)
+    result = run_cli("audit", "-p", str(ROOT / "policies"), "-o", "json", str(path))
+    doc = json.loads(result.stdout)
+    assert result.returncode == 1 and sum(doc["summary"][k] for k in ("denied", "changes", "compliant", "skipped")) == 30

@@ -49,7 +49,7 @@ def _flag(action: argparse.Action) -> str | None:
 
 def base_values(command: str, tmp) -> dict[str, str]:
     """dest -> a value that lets the command run (so that one bad input at a time is what it meets): the
-    bundled policy where a policy directory is the default, an example where check wants files, a new
+    bundled policy where a policy directory is the default, an example where check and audit want files, a new
     directory where one is required (policy init), a preflight root of its own."""
     values: dict[str, str] = {}
     for action in COMMANDS[command]._actions:
@@ -61,8 +61,10 @@ def base_values(command: str, tmp) -> dict[str, str]:
             values[action.dest] = str(tmp / "root")
         elif not action.option_strings and action.nargs is None:
             values[action.dest] = str(tmp / "new")
-        elif not action.option_strings and action.nargs == "*" and command == "check":
+        elif not action.option_strings and action.nargs == "*" and command in ("check", "audit"):
             values[action.dest] = str(EXAMPLES / "llama-pretrain.yaml")
+        elif action.dest == "policy" and command == "audit":  # no default: the served policy or the bundled one
+            values[action.dest] = str(POLICIES)
     return values
 
 

@@ -204,14 +204,15 @@ def test_a_gang_bigger_than_the_usable_part_of_a_rack_is_refused_naming_the_node
 
 
 def test_check_gives_the_servers_decision_on_an_update(webhook, cluster, tmp_path):
-    """A parallelism scale-up to 40: the apiserver's /validate UPDATE refuses it on quota, and
-    `trainadmit check --old` (and check on the AdmissionReview) says the same."""
+    """A parallelism scale-up to 300 (2,400 GPUs, over the tier's team-nlp budget of 2,048): the apiserver's
+    /validate UPDATE refuses it on quota, and `trainadmit check --old` (and check on the AdmissionReview)
+    says the same."""
     http = cluster.http
     webhook.use("coscheduling")
     stored = http.create(job(name="scale-me", namespace="team-nlp", workers=4))
     try:
         scaled = copy.deepcopy(stored)
-        scaled["spec"]["parallelism"] = 40
+        scaled["spec"]["parallelism"] = 300
         with pytest.raises(KubeError) as err:
             http.replace(scaled)
         assert err.value.status == 403

@@ -37,11 +37,19 @@ def _ci_kubeconfig(cp, tmp_path):
 
 def _snapshot(cp, directory) -> list[str]:
     """The lists a view needs and the served API groups, as the apiserver returns them (typed lists)."""
+    from controlplane import KubeError
+
     files = []
-    for w in WATCHED:
-        path = f"/api/{w.version}/{w.name}" if not w.group else f"/apis/{w.group}/{w.version}/{w.name}"
-        target = directory / f"{w.name}.json"
-        target.write_text(json.dumps(cp.http.request("GET", path)))
+    for i, w in enumerate(WATCHED):
+        path = f"/api/{w.version}/{w.resource}" if not w.group else f"/apis/{w.group}/{w.version}/{w.resource}"
+        try:
+            body = cp.http.request("GET", path)
+        except KubeError as exc:
+            if exc.status == 404 and not w.required:  # a kind whose CRD is not installed
+                continue
+            raise
+        target = directory / f"{i:02d}-{w.resource}.json"
+        target.write_text(json.dumps(body))
         files.append(str(target))
     apis = directory / "apis.json"
     apis.write_text(json.dumps(cp.http.request("GET", "/apis")))

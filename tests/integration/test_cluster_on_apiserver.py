@@ -12,7 +12,7 @@ import threading
 import pytest
 from controlplane import ControlPlane, KubeError, wait_until
 from helpers import job
-from kube_fixtures import APISERVER, SYSTEM_NS, gpu_node
+from kube_fixtures import APISERVER, SYSTEM_NS, delete_budget_quotas, gpu_node
 
 from trainadmit.cluster.live import LiveCluster
 from trainadmit.engine import Request, decide, load_policy
@@ -92,7 +92,9 @@ def test_a_watch_from_a_compacted_resource_version_relists(control_plane, cluste
                         "data": {"i": str(i)}})
         control_plane.compact_etcd()
         wait_until(lambda: view.relists >= 1, timeout=30, what="a relist after 410 Gone")
-        assert len(view._nodes) == len(cluster.nodes)  # the relist brought every node back
+        # the loop counts the relist before it lists (which refills the nodes one by one): wait for the whole list
+        wait_until(lambda: len(view._nodes) == len(cluster.nodes), timeout=30,
+                   what="the relist bringing every node back")
     finally:
         stop.set()
 
@@ -250,6 +252,7 @@ def test_serve_reconcile_runs_both_elected_loops_as_the_service_account(webhook,
         wait_until(held, timeout=30, what="both Leases held by the serving replica")
     finally:
         assert server.stop() == 0
+        delete_budget_quotas(http)  # the reconciler wrote the budgets' ResourceQuotas
         for name in names:
             http.delete({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                          "metadata": {"name": name, "namespace": SYSTEM_NS}})
@@ -321,7 +324,12 @@ def test_deploy_rbac_allows_every_call_the_server_makes_and_nothing_more(cluster
               ("patch", "mutatingwebhookconfigurations", "admissionregistration.k8s.io", None, "trainadmit"),
               ("update", "validatingwebhookconfigurations", "admissionregistration.k8s.io", None, "another"),
               ("update", "leases", "coordination.k8s.io", SYSTEM_NS, "kube-scheduler"),
-              ("watch", "jobs", "batch", None, None)]
+              ("watch", "secrets", "", None, None), ("create", "jobs", "batch", "team-nlp", None),
+              # the reconciler changes and deletes only the ResourceQuota and the reports it writes
+              ("update", "resourcequotas", "", "team-nlp", "someone-elses"),
+              ("delete", "resourcequotas", "", "team-nlp", "compute-resources"),
+              ("update", "reports", "openreports.io", "team-nlp", "kyverno-report"),
+              ("delete", "policyreports", "wgpolicyk8s.io", "team-nlp", "polr-ns-team-nlp")]
     for verb, resource, group, namespace, name in denied:
         assert not cp.can_i(SA, verb, resource, group=group, namespace=namespace, name=name), (verb, resource, name)
     with pytest.raises(KubeError) as err:  # and through a real request, impersonating the account

@@ -4,7 +4,16 @@ each concern and which key the kind's operator reads for each gang backend."""
 from __future__ import annotations
 
 from ..engine.paths import Path, field_path
-from ..engine.workloads import ADAPTERS, NATIVE_JOB_SCHEDULING, NATIVE_POD_GROUP, Adapter, Gang, GangMethod
+from ..engine.workloads import (
+    ADAPTERS,
+    NATIVE_JOB_SCHEDULING,
+    NATIVE_POD_GROUP,
+    Adapter,
+    Gang,
+    GangMethod,
+    InheritedTemplate,
+    capable,
+)
 from ..engine.workloads.pod import PodAdapter
 
 BEGIN = "<!-- BEGIN GENERATED OPERATOR TABLE (trainadmit.authoring.operators) -->"
@@ -62,7 +71,7 @@ def operator_table_markdown() -> str:
              + " | ".join(BACKENDS) + " | its Pods and child objects are recognised by |",
              "|---|---|" + "---|" * len(BACKENDS) + "---|"]
     for adapter in ADAPTERS:
-        if isinstance(adapter, PodAdapter):
+        if isinstance(adapter, PodAdapter) or capable(adapter, InheritedTemplate):  # runtimes: not workloads
             continue
         kind = f"{adapter.kind} (`{', '.join(adapter.api_versions)}`)"
         templates = ", ".join(_pattern(p) for p in adapter.template_patterns)

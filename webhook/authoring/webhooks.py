@@ -19,7 +19,14 @@ from urllib.parse import urlsplit
 import yaml
 
 from ..engine.concerns.intent import MIG_PREFIX
-from ..engine.workloads import ADAPTERS, Adapter, ResourcesOutsideTemplates, capable
+from ..engine.workloads import (
+    ADAPTERS,
+    Adapter,
+    InheritedTemplate,
+    Inheriting,
+    ResourcesOutsideTemplates,
+    capable,
+)
 from ..engine.workloads.pod import PodAdapter
 from ..policy import PolicySet
 
@@ -92,9 +99,12 @@ def _requests_gpu(policy: PolicySet, container: str) -> str:
 
 
 def _template_uses_gpu(policy: PolicySet, template: str) -> str:
+    """CEL: a container asks for a GPU resource, or the Pod claims DRA devices (whether they are GPUs depends
+    on the claim's DeviceClass, which only the server's cluster view can tell)."""
     spec = f"{template}.spec" if template != "object" else "object.spec"
     groups = [f"(has({spec}.{g}) && {spec}.{g}.exists(c, {_requests_gpu(policy, 'c')}))"
               for g in ("containers", "initContainers")]
+    groups.append(f"(has({spec}.resourceClaims) && size({spec}.resourceClaims) > 0)")
     return f"has({spec}) && ({' || '.join(groups)})"
 
 
@@ -120,6 +130,8 @@ def _adapter_uses_gpu(policy: PolicySet, adapter: Adapter) -> str:
     found = [f"({_pattern(policy, 'object', p)})" for p in adapter.template_patterns]
     if capable(adapter, ResourcesOutsideTemplates):
         found += [f"({_pattern(policy, 'object', p, leaf=_resources_gpu)})" for p in adapter.resource_patterns]
+    if capable(adapter, Inheriting):  # its Pods, and their GPUs, come from another object (a TrainJob's runtime)
+        found.append("true")
     return " || ".join(found)
 
 
@@ -148,13 +160,19 @@ def _selects(adapter: Adapter) -> str:
     return f"request.resource.group == '{adapter.group}' && request.resource.resource == '{adapter.plural}'"
 
 
-def _rules(operations_for) -> list[dict]:
+def _sent(mutating: bool) -> list[Adapter]:
+    """The kinds each webhook is sent: templates other workloads inherit (runtimes) are only validated."""
+    return [a for a in ADAPTERS if not (mutating and capable(a, InheritedTemplate))]
+
+
+def _rules(adapters: list[Adapter], operations_for) -> list[dict]:
     rules: dict[tuple, dict] = {}
-    for adapter in ADAPTERS:
+    for adapter in adapters:
         ops = operations_for(adapter)
-        key = (adapter.group, tuple(adapter.versions), tuple(ops))
+        scope = "Namespaced" if adapter.namespaced else "Cluster"
+        key = (adapter.group, tuple(adapter.versions), tuple(ops), scope)
         rule = rules.setdefault(key, {"apiGroups": [adapter.group], "apiVersions": list(adapter.versions),
-                                      "operations": ops, "resources": [], "scope": "Namespaced"})
+                                      "operations": ops, "resources": [], "scope": scope})
         if adapter.plural not in rule["resources"]:
             rule["resources"].append(adapter.plural)
     return list(rules.values())
@@ -171,7 +189,8 @@ def _client_config(path: str, namespace: str, service: str, url: str | None, ca_
 def _webhook(policy: PolicySet, name: str, path: str, namespace: str, service: str, mutating: bool,
              url: str | None = None, ca_bundle: str | None = None) -> dict:
     # identical clauses once: MPIJob v1 and v2beta1 keep their templates at the same paths
-    clauses = dict.fromkeys(f"({_selects(a)} && ({_adapter_uses_gpu(policy, a)}))" for a in ADAPTERS)
+    adapters = _sent(mutating)
+    clauses = dict.fromkeys(f"({_selects(a)} && ({_adapter_uses_gpu(policy, a)}))" for a in adapters)
     gpu = " || ".join(clauses)
     conditions = [{"name": "not-created-by-a-decided-workload", "expression": _not_a_child(policy)}]
     if not mutating:
@@ -182,7 +201,8 @@ def _webhook(policy: PolicySet, name: str, path: str, namespace: str, service: s
     webhook: dict = {
         "name": name, "admissionReviewVersions": ["v1"],
         "clientConfig": _client_config(path, namespace, service, url, ca_bundle),
-        "rules": _rules(lambda a: ["CREATE"] if mutating or isinstance(a, PodAdapter) else ["CREATE", "UPDATE"]),
+        "rules": _rules(adapters, lambda a: ["CREATE"] if mutating or isinstance(a, PodAdapter)
+                        else ["CREATE", "UPDATE"]),
         "failurePolicy": "Ignore" if mutating else "Fail",
         "sideEffects": "None", "timeoutSeconds": 3,
     }

@@ -5,7 +5,9 @@ engine, the manifest reader and the renderers only (never the web server, metric
 client or certificate code; `tests/test_check_imports.py` holds it to that), takes the validated
 policy set from the policy cache when the same policy was validated before (no pydantic), and
 imports the cluster snapshot reader and `--explain` only when asked. Objects are read, decided
-and written one at a time, so memory stays flat however many manifests there are.
+and written one at a time, so memory stays flat however many manifests there are. Where the cluster
+lists hold the namespaces' workloads, the objects a run admits count against the namespace budgets of
+those after them, as if applied in that order.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from ..engine import Decision, Request, decide
 from ..engine.clusterview import ClusterView, NoCluster
 from ..engine.request import deciding_phase
 from .common import EXIT_DENIED, EXIT_ERROR, EXIT_OK, load_policy_or_report, policy_cache_dir
-from .inputs import InputError, as_update, iter_items, manifest_files, old_objects
+from .inputs import STDIN_NAME, InputError, Item, as_update, iter_items, manifest_files, old_objects
 from .render import JsonOutput, Options, Output, TextOutput, YamlOutput, patch_element, record
 
 
@@ -143,6 +145,21 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"trainadmit: {message}", file=sys.stderr)
         output.problem(message, message.split(":", 1)[0].split("#", 1)[0] or None)
 
+    view, submitted, held = _submitted(files, cluster, args.namespace)
+
+    def decided(item: Item) -> Decision:
+        return decide(policy, Request(item.obj, operation=item.operation, old=item.old,
+                                      namespace=item.namespace or args.namespace, user=item.user or {},
+                                      phase=deciding_phase(item.operation)), view)
+
+    def report(item: Item, decision: Decision) -> None:
+        tally.add(decision)
+        output.add(item, decision)
+        workloads = getattr(cluster, "workloads", None)  # the run applies its objects in order (budgets)
+        if workloads is not None and decision.matched and decision.allowed and item.operation == "CREATE":
+            workloads.admitted(decision.mutated if decision.mutated is not None else item.obj,
+                               item.namespace or args.namespace)
+
     for item in iter_items(files, problem):
         if olds is not None:
             try:
@@ -150,11 +167,37 @@ def cmd_check(args: argparse.Namespace) -> int:
             except InputError as exc:
                 problem(exc)
                 continue
-        decision = decide(policy, Request(item.obj, operation=item.operation, old=item.old,
-                                          namespace=item.namespace or args.namespace, user=item.user or {},
-                                          phase=deciding_phase(item.operation)),
-                          cluster)
-        tally.add(decision)
-        output.add(item, decision)
+        if submitted is not None:
+            if item.source == STDIN_NAME:
+                _carried(submitted, item, args.namespace)
+            submitted.missed.clear()
+        decision = decided(item)
+        if submitted is not None and submitted.missed and item.source == STDIN_NAME:
+            held.append(item)  # it names an object standard input may still give: decided at the end
+            continue
+        report(item, decision)
+    for item in held:
+        report(item, decided(item))
     output.close(tally.summary(policy.generation))
     return tally.exit_code()
+
+
+def _submitted(files: list[str], cluster: ClusterView, namespace: str):
+    """The cluster view with the objects the input carries with its workloads (``companions``), when the input
+    has any or standard input may give some; and the list of stdin items decided at the end."""
+    from .companions import SubmittedView, scan_files
+    from .inputs import STDIN
+
+    submitted = SubmittedView(cluster, namespace)
+    scan_files(files, submitted, lambda item: item.namespace or namespace)
+    if not submitted.holds_any and STDIN not in files:
+        return cluster, None, []
+    return submitted, submitted, []
+
+
+def _carried(submitted, item: Item, namespace: str) -> None:
+    from .companions import companion_kind
+
+    kind = companion_kind(item.obj)
+    if kind is not None:
+        submitted.add(kind, item.obj, item.namespace or namespace)

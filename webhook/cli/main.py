@@ -191,8 +191,14 @@ def _add_certs(sub) -> None:
     add_parser(sub, _lazy("certs_command", "run"))
 
 
+def _add_audit(sub) -> None:
+    from .audit import add_parser
+
+    add_parser(sub, _lazy("audit", "cmd_audit"))
+
+
 COMMANDS = {"check": _add_check, "policy": _add_policy, "serve": _add_serve, PREFLIGHT: _add_preflight,
-            "certs": _add_certs}
+            "certs": _add_certs, "audit": _add_audit}
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

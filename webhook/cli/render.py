@@ -100,12 +100,7 @@ def text(item: Item, decision: Decision, options: Options | None = None) -> str:
             lines.append(f"  injected {', '.join(concerns)} ({len(decision.patch)} patch operations)")
     else:
         lines.append(head + f"DENIED ({_plural(len(decision.denials), 'problem')})")
-        for v in decision.denials:
-            lines.append(f"  ✗ [{v.rule}] {v.path}: {v.message}")
-            if v.hint:
-                lines.append(f"    fix: {v.hint}")
-    for v in decision.warnings:
-        lines.append(f"  ! warning [{v.rule}] {v.path}: {v.message}" + (f" ({v.hint})" if v.hint else ""))
+    lines.extend(violation_lines(decision))
     if decision.unverified:  # what the Pods need that nobody checked (see --cluster)
         lines.append(_unverified(decision, options))
     lines.extend(explain_lines(item, decision, options))
@@ -114,6 +109,18 @@ def text(item: Item, decision: Decision, options: Options | None = None) -> str:
         lines.append(f"  reconciler creates {comp.get('kind')} {meta.get('namespace')}/{meta.get('name')} "
                      f"({comp.get('apiVersion')})")
     return "\n".join(lines)
+
+
+def violation_lines(decision: Decision) -> list[str]:
+    """Each denial with its fix, then each warning: how every command prints what a decision found."""
+    lines = []
+    for v in decision.denials:
+        lines.append(f"  ✗ [{v.rule}] {v.path}: {v.message}")
+        if v.hint:
+            lines.append(f"    fix: {v.hint}")
+    for v in decision.warnings:
+        lines.append(f"  ! warning [{v.rule}] {v.path}: {v.message}" + (f" ({v.hint})" if v.hint else ""))
+    return lines
 
 
 def explain_lines(item: Item, decision: Decision, options: Options) -> list[str]:

@@ -91,7 +91,8 @@ def _serve(settings: ServerSettings) -> int:
     if controllers.manage_certs:
         start_cert_controller(controllers.namespace, controllers.service, status)
     if controllers.reconcile:
-        start_reconciler(controllers.namespace, policy.keys.podgroup, status)
+        start_reconciler(controllers.namespace, policy.keys.podgroup, str(settings.app.policy_dir),
+                         settings.app.cluster_max_age, status)
         start_preflight_status(controllers.namespace, policy.keys.preflight, policy.keys.applied, status)
     return serve(settings, listener, status)
 
@@ -146,16 +147,36 @@ def start_cert_controller(namespace: str, service: str, status=None, interval: f
     return _elected(namespace, CERTS_LEASE, "certificates", make, status, interval)
 
 
-def start_reconciler(namespace: str, key: str, status=None, interval: float = 5.0):
-    """The PodGroup reconciler (it creates the PodGroups the coscheduling and native backends need)."""
+def start_reconciler(namespace: str, key: str, policy_dir: str = "policies", max_age: float = 180.0, status=None,
+                     interval: float = 5.0):
+    """The reconciler (the PodGroups the coscheduling and native backends need, the budgets' ResourceQuotas
+    and the reports), on a cluster view of its own that keeps the workloads whole, started once elected."""
+    import threading
+
     from kubernetes import client
 
+    from ..cluster.budget import BUDGET_NAME, BudgetQuotas
     from ..cluster.lease import RECONCILER_LEASE
-    from ..cluster.reconciler import PodGroupReconciler
+    from ..cluster.live import LiveCluster
+    from ..cluster.policy_dir import PolicyDirectory
+    from ..cluster.reconciler import PodGroupReconciler, Reconciler
+    from ..cluster.report_writer import ReportWriter
+    from ..server.metrics import record_report_violations
 
-    return _elected(namespace, RECONCILER_LEASE, "reconciler",
-                    lambda me, log: PodGroupReconciler(client.CustomObjectsApi(), None, key=key, log=log).step,
-                    status, interval)
+    def make(me, log):
+        core, custom = client.CoreV1Api(), client.CustomObjectsApi()
+        # discovery every 15 s: a report CRD installed later is written to within that
+        view = LiveCluster(core, custom=custom, log=log, max_age=max_age, discovery_interval=15.0,
+                           on_change=lambda what, ns: writer.mark(what, ns), keep_workloads=True)
+        writer = ReportWriter(custom, view, log=log, on_counts=record_report_violations)
+        budgets = BudgetQuotas(core, lambda ns: view.quota_object(ns, BUDGET_NAME), log=log,
+                               ready=lambda: view.synced.is_set() and view.stale() is None)
+        policy = PolicyDirectory(policy_dir, log).current
+        return Reconciler(None, PodGroupReconciler(custom, None, key=key, log=log), policy,
+                          [("budgets", budgets.step), ("reports", writer.step)], log,
+                          on_elected=lambda: view.start(threading.Event())).step
+
+    return _elected(namespace, RECONCILER_LEASE, "reconciler", make, status, interval)
 
 
 def start_preflight_status(namespace: str, key: str, applied_key: str, status=None, interval: float = 5.0):

@@ -1,13 +1,16 @@
 """What the cluster-facing parts of the server may call, as RBAC rules (``kube.Permission``).
 
 deploy/base/rbac.yaml grants exactly the union of these, of ``live.PERMISSIONS`` (the cluster
-view), ``preflight_status.PERMISSIONS`` and ``certs.incluster.PERMISSIONS`` (the certificate
-controller): tests/test_deploy.py compares the rendered rules with them, and the integration tier runs the server as its
-ServiceAccount against a real authorizer.
+view, workloads included), ``preflight_status.PERMISSIONS`` and ``certs.incluster.PERMISSIONS`` (the
+certificate controller): tests/test_deploy.py compares the rendered rules with them, and the integration
+tier runs the server as its ServiceAccount against a real authorizer. The reconciler's are here: the
+PodGroups, the budgets' ResourceQuotas (``budget.PERMISSIONS``) and the reports
+(``report_writer.PERMISSIONS``).
 """
 
 from __future__ import annotations
 
+from . import budget, report_writer
 from .kube import Permission
 from .lease import CERTS_LEASE, PREFLIGHT_STATUS_LEASE, RECONCILER_LEASE
 from .reconciler import PLURALS, podgroup_kinds
@@ -29,4 +32,5 @@ def reconciler_permissions() -> tuple[Permission, ...]:
     lists = sorted({(group, plural) for group, _, plural in podgroup_kinds()})
     plurals = sorted(set(PLURALS.values()))
     return (*(Permission(group, plural, ("list",)) for group, plural in lists),
-            *(Permission(group, plural, ("create",)) for group in PODGROUP_GROUPS for plural in plurals))
+            *(Permission(group, plural, ("create",)) for group in PODGROUP_GROUPS for plural in plurals),
+            *budget.PERMISSIONS, *report_writer.PERMISSIONS)

@@ -1,12 +1,12 @@
 """Answers to the engine's cluster questions (``engine.clusterview.ClusterView``) from API objects.
 
 ``ClusterIndex`` answers from Node, ResourceQuota and the referenced kinds (PriorityClass, PVC,
-NetworkAttachmentDefinition, queues), and is the one implementation behind both ``SnapshotCluster``
-(saved lists, what `trainadmit check --cluster` reads) and ``live.LiveCluster`` (kept current by
-list + watch). Answers must cost the same at 100 nodes as at 10,000, so nothing is recomputed per
-request: an index per pool keeps its member count and, per topology label, how many members each
-domain has; node changes update those counters in place, and changes that keep what the indices
-read (status heartbeats) cost a comparison.
+NetworkAttachmentDefinition, queues, DRA claims and DeviceClasses, Trainer's runtimes), and is the one
+implementation behind both ``SnapshotCluster`` (saved lists, what `trainadmit check --cluster` reads) and
+``live.LiveCluster`` (kept current by list + watch). Answers must cost the same at 100 nodes as at
+10,000, so nothing is recomputed per request: an index per pool keeps its member count and, per
+topology label, how many members each domain has; node changes update those counters in place, and
+changes that keep what the indices read (status heartbeats) cost a comparison.
 
 Capacity indices also classify each member: usable (Ready, schedulable, every NoSchedule/NoExecute
 taint tolerated, GPUs allocatable, the pool's health labels present), cordoned (usable but for
@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from ..engine.clusterview import Capacity, Discovered, Presence, RefKind, Unusable
 from ..grammars.quantity import QuantityError, parse_quantity
+from .workloads import NamespaceUsage, WorkloadIndex
 
 if TYPE_CHECKING:  # types only: `check --cluster` runs on cached policy records too (policy.cache)
     from ..policy.models import NodeLabelRequirement, PoolSpec, TopologyLevel
@@ -186,19 +187,43 @@ def _key(obj: dict) -> tuple[str, str]:
     return meta.get("namespace", "") or "", meta.get("name", "") or ""
 
 
-def _slim(kind: RefKind, obj: dict) -> dict:
-    """What the engine reads of a referenced object: its name, and for claims their access modes."""
+def slim(kind: RefKind, obj: dict) -> dict:
+    """What the engine reads of a referenced object: its name, for PVCs their access modes, for DRA claims
+    their device requests (and what an allocation gave each), for DeviceClasses the resource they serve, for
+    Trainer's runtimes their spec (the JobSet template the TrainJobs' Pods come from)."""
     meta = obj.get("metadata") or {}
     out: dict = {"metadata": {"name": meta.get("name"), "namespace": meta.get("namespace")}}
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
     if kind.kind == "PersistentVolumeClaim":
-        spec, status = obj.get("spec") or {}, obj.get("status") or {}
         out["spec"] = {"accessModes": spec.get("accessModes")}
         out["status"] = {"phase": status.get("phase"), "accessModes": status.get("accessModes")}
+    elif kind.kind == "ResourceClaimTemplate":
+        out["spec"] = {"spec": {"devices": {"requests": ((spec.get("spec") or {}).get("devices") or {}).get(
+            "requests")}}}
+    elif kind.kind == "ResourceClaim":
+        out["spec"] = {"devices": {"requests": (spec.get("devices") or {}).get("requests")}}
+        results = ((status.get("allocation") or {}).get("devices") or {}).get("results")
+        if isinstance(results, list):
+            out["status"] = {"allocation": {"devices": {"results": [
+                {"request": r.get("request")} for r in results if isinstance(r, dict)]}}}
+    elif kind.kind == "DeviceClass":
+        out["spec"] = {"extendedResourceName": spec.get("extendedResourceName")}
+    elif kind.group == "trainer.kubeflow.org":
+        out.update({"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind") or kind.kind, "spec": spec})
     return out
 
 
+def kept(kind: RefKind, obj: dict) -> bool:
+    """Whether a view keeps the object: not the ResourceClaims the apiserver makes from a template for each Pod
+    (owned by the Pod; no workload names them), of which there is one per Pod of every DRA workload."""
+    if kind.kind != "ResourceClaim":
+        return True
+    owners = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return not any(isinstance(o, dict) and o.get("kind") == "Pod" and o.get("controller") for o in owners)
+
+
 class ClusterIndex:
-    """Nodes, ResourceQuotas and referenced objects, answering the ``ClusterView`` questions."""
+    """Nodes, ResourceQuotas, referenced objects and workloads, answering the ``ClusterView`` questions."""
 
     name = "index"
 
@@ -210,6 +235,7 @@ class ClusterIndex:
         self._refs: dict[str, dict[tuple[str, str], dict]] = {}  # kind -> (namespace, name) -> slim object
         self._ref_state: dict[str, Presence] = {}  # kind -> missing (listed) | not_served; absent: unknown
         self._discovered: Discovered | None = None  # the apiserver's version and served group/versions
+        self.workloads = WorkloadIndex()  # the handled kinds' workloads, for the namespace GPU budget
 
     def knows_nodes(self) -> bool:
         return True
@@ -291,9 +317,14 @@ class ClusterIndex:
         return Unusable(domain, sum(counts), counts[USABLE], counts[USABLE] + counts[CORDONED], reasons)
 
     def gpu_quota(self, namespace: str, resource: str) -> tuple[int, int] | None:
+        return self._quota(namespace, f"requests.{resource}")
+
+    def device_quota(self, namespace: str, device_class: str) -> tuple[int, int] | None:
+        return self._quota(namespace, f"{device_class}.deviceclass.resource.k8s.io/devices")
+
+    def _quota(self, namespace: str, key: str) -> tuple[int, int] | None:
         if not self.knows_quotas():
             return None
-        key = f"requests.{resource}"
         best = None
         for quota in list(self._quotas.get(namespace, {}).values()):
             status = quota.get("status") or {}
@@ -308,6 +339,11 @@ class ClusterIndex:
             if best is None or hard - used < best[0] - best[1]:
                 best = (hard, used)  # the quota with the least room is the one that binds
         return best
+
+    def namespace_gpus(self, namespace: str, resource: str, exclude: tuple[str, str] | None = None
+                       ) -> NamespaceUsage | None:
+        """What the namespace's unfinished workloads (but ``exclude``, a kind and name) hold of ``resource``."""
+        return self.workloads.usage(namespace, resource, exclude)
 
     # ---- ClusterView: references and freshness -------------------------------------------------
     def reference(self, kind: RefKind, name: str, namespace: str | None = None) -> tuple[Presence, dict | None]:
@@ -358,6 +394,10 @@ class ClusterIndex:
         for item in items:
             self.put_node(item)
 
+    def quota_object(self, namespace: str, name: str) -> dict | None:
+        """One stored ResourceQuota (the budget reconciler compares its own with the policy)."""
+        return self._quotas.get(namespace, {}).get(name)
+
     # ---- changes: quotas ----------------------------------------------------------------------
     def put_quota(self, obj: dict) -> None:
         namespace, name = _key(obj)
@@ -376,14 +416,15 @@ class ClusterIndex:
 
     # ---- changes: referenced objects and served APIs -----------------------------------------------
     def put_ref(self, kind: RefKind, obj: dict) -> None:
-        self._refs.setdefault(kind.kind, {})[_key(obj)] = _slim(kind, obj)
+        if kept(kind, obj):
+            self._refs.setdefault(kind.kind, {})[_key(obj)] = slim(kind, obj)
         self._ref_state.setdefault(kind.kind, Presence.missing)
 
     def delete_ref(self, kind: RefKind, obj: dict) -> None:
         self._refs.get(kind.kind, {}).pop(_key(obj), None)
 
     def replace_refs(self, kind: RefKind, items: list[dict]) -> None:
-        self._refs[kind.kind] = {_key(obj): _slim(kind, obj) for obj in items}  # swapped whole
+        self._refs[kind.kind] = {_key(obj): slim(kind, obj) for obj in items if kept(kind, obj)}  # swapped whole
         self._ref_state[kind.kind] = Presence.missing  # listed: anything not in it is missing
 
     def refs_not_served(self, kind: RefKind) -> None:

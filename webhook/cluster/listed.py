@@ -7,17 +7,33 @@ Nodes, ResourceQuotas and every kind a decision may name), read with the same pa
 counts as not served. Read-only: ``PERMISSIONS`` is all it calls (``list``; discovery is open to every
 authenticated user through ``system:discovery``), and deploy/ci/check-clusterrole.yaml grants exactly
 that to CI service accounts (tests/test_deploy.py compares them).
+
+`trainadmit audit --kubeconfig` reads the same view (its lists include the handled workload kinds: what
+each namespace's workloads hold), then every workload page by page (``workloads``: one page in memory, not
+the cluster), and the served policy's ConfigMap: ``AUDIT_PERMISSIONS``.
 """
 
 from __future__ import annotations
 
+import json
 import os
+from collections import Counter
+from collections.abc import Iterator
 
 from .kube import Permission
-from .live import WATCHED, ApiError, LiveCluster
+from .live import WATCHED, ApiError, LiveCluster, _call
+from .workloads import WORKLOAD_KINDS
 
 MAX_KUBECONFIG_BYTES = 1024 * 1024
-PERMISSIONS: tuple[Permission, ...] = tuple(Permission(w.group, w.name, ("list",)) for w in WATCHED)
+PAGE = 500
+PERMISSIONS: tuple[Permission, ...] = tuple(sorted({Permission(w.group, w.resource, ("list",)) for w in WATCHED},
+                                                   key=lambda p: (p.group, p.resource)))
+SERVED_POLICY = ("trainadmit-system", "trainadmit-policies")  # the ConfigMap the webhook mounts its policy from
+POD_KIND = ("", "v1", "pods", "Pod")  # bare Pods are workloads too (those of a controller are its children)
+AUDIT_PERMISSIONS: tuple[Permission, ...] = (
+    *PERMISSIONS, Permission("", "pods", ("list",)),
+    Permission("", "configmaps", ("get",), (SERVED_POLICY[1],), namespaced=True),
+)
 
 
 class ListError(Exception):
@@ -66,24 +82,29 @@ def _first_line(exc: Exception) -> str:
 
 
 def listed_cluster(kubeconfig: str | None = None, context: str | None = None,
-                   page_size: int = 500) -> LiveCluster:
+                   page_size: int = 500, client_api=None, keeps=None) -> LiveCluster:
     """List every kind of ``WATCHED`` once (and the served API groups) into a view; ``kubeconfig`` None
-    means the service account in a Pod, else $KUBECONFIG or ~/.kube/config."""
+    means the service account in a Pod, else $KUBECONFIG or ~/.kube/config (or ``client_api``, a client
+    made by ``api_client``; ``keeps``: see ``WorkloadIndex.keeps``)."""
     from kubernetes import client
 
-    api_client = _api_client(kubeconfig, context)
+    api_client = client_api if client_api is not None else _api_client(kubeconfig, context)
     view = LiveCluster(client.CoreV1Api(api_client), page_size=page_size, log=lambda _: None)
     view.name = f"live ({api_client.configuration.host})"
+    view.workloads.keeps = keeps
     current = "discovery (/apis)"
     try:
         view.discover()
         for watched in WATCHED:
-            current = watched.name if not watched.group else f"{watched.name}.{watched.group}"
+            current = watched.resource if not watched.group else f"{watched.resource}.{watched.group}"
             try:
                 view.list_all(watched.name)
             except ApiError as exc:
                 if exc.status == 404 and not watched.required and watched.ref is not None:
                     view.refs_not_served(watched.ref)  # its CRD is not installed: nothing of it can exist
+                    continue
+                if exc.status == 404 and not watched.required and watched.workload is not None:
+                    view.workloads.not_served(watched.name)  # likewise: no workload of that kind exists
                     continue
                 raise
     except ApiError as exc:
@@ -92,3 +113,69 @@ def listed_cluster(kubeconfig: str | None = None, context: str | None = None,
     except Exception as exc:  # unreachable server, TLS failure, timeout: urllib3 raises several types
         raise ListError(f"{current} at {api_client.configuration.host}: {_first_line(exc)}") from exc
     return view
+
+
+def api_client(kubeconfig: str | None = None, context: str | None = None):
+    """The client ``listed_cluster`` uses (``ListError`` when the kubeconfig cannot be used)."""
+    return _api_client(kubeconfig, context)
+
+
+def workloads(client_api, page_size: int = PAGE) -> Iterator[dict]:
+    """Every stored object of a handled kind (bare Pods included), page by page, with apiVersion and kind;
+    a kind that is not served has none. ``ListError`` names a list the credentials may not read."""
+    from kubernetes import client
+
+    custom = client.CustomObjectsApi(client_api)
+    kinds = [(k.group, k.version, k.plural, k.kind) for k in WORKLOAD_KINDS] + [POD_KIND]
+    versions = Counter((group, plural) for group, _, plural, _ in kinds)
+    seen: set[str] = set()  # two served versions of one kind list the same objects: their uids, once
+    for group, version, plural, kind in kinds:
+        api_version = f"{group}/{version}" if group else version
+        if group:
+            func, args = custom.list_cluster_custom_object, (group, version, plural)
+        else:
+            func, args = client.CoreV1Api(client_api).list_pod_for_all_namespaces, ()
+        token = None
+        while True:
+            kwargs = {"limit": page_size, "_preload_content": False, "_request_timeout": (10, 120)}
+            if token:
+                kwargs["_continue"] = token
+            try:
+                data = json.loads(_call(func, *args, **kwargs).data)
+            except ApiError as exc:
+                if exc.status == 404:
+                    break  # not served here: nothing of it exists
+                raise ListError(f"{plural}.{group or 'core'}: {exc.status} {exc.reason}") from exc
+            except Exception as exc:  # unreachable server, TLS failure, timeout
+                raise ListError(f"{plural}.{group or 'core'}: {_first_line(exc)}") from exc
+            for item in data.get("items") or []:
+                if not isinstance(item, dict):
+                    continue
+                uid = str((item.get("metadata") or {}).get("uid") or "")
+                if uid and versions[(group, plural)] > 1:
+                    if uid in seen:
+                        continue
+                    seen.add(uid)
+                item.setdefault("apiVersion", api_version)
+                item.setdefault("kind", kind)
+                yield item
+            token = (data.get("metadata") or {}).get("continue")
+            if not token:
+                break
+
+
+def served_policy_files(client_api, namespace: str, name: str) -> dict[str, str]:
+    """The files of the served policy's ConfigMap (``ListError`` when it cannot be read)."""
+    from kubernetes import client
+
+    try:
+        resp = _call(client.CoreV1Api(client_api).read_namespaced_config_map, name, namespace,
+                     _preload_content=False, _request_timeout=(10, 30))
+    except ApiError as exc:
+        raise ListError(f"the served policy ConfigMap {namespace}/{name}: {exc.status} {exc.reason}") from exc
+    except Exception as exc:
+        raise ListError(f"the served policy ConfigMap {namespace}/{name}: {_first_line(exc)}") from exc
+    data = (json.loads(resp.data) or {}).get("data") or {}
+    if not data:
+        raise ListError(f"the served policy ConfigMap {namespace}/{name} holds no files")
+    return {key: text for key, text in data.items() if "/" not in key and not key.startswith(".")}

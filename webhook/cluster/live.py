@@ -1,4 +1,5 @@
-"""A live cluster view: Nodes, ResourceQuotas and the referenced kinds, kept current by list + watch.
+"""A live cluster view: Nodes, ResourceQuotas, the referenced kinds and the training workloads, kept
+current by list + watch.
 
 The answers come from ``cluster.ClusterIndex`` (the same code as the snapshot view); this module
 only keeps the index current, and says how old it is. Lists are paginated; a watch that expires
@@ -6,9 +7,12 @@ only keeps the index current, and says how old it is. Lists are paginated; a wat
 Objects are kept as plain JSON dicts, as the apiserver sends them, and the view answers "unknown"
 until the first list of every required kind and the first discovery (``/version`` and ``/apis``) are in.
 
-Kinds a CRD adds (Multus networks, Volcano queues, Kueue local queues) are optional: a 404 on their
-list means the cluster does not serve them, which the engine reports as such, and the list is
-retried every ``crd_recheck`` seconds in case the CRD gets installed.
+Kinds a CRD adds (Multus networks, Volcano queues, Kueue local queues, the operators' workloads) are
+optional: a 404 on their list means the cluster does not serve them, which the engine reports as such
+(a workload kind that is not served has no workloads), and the list is retried every ``crd_recheck``
+seconds in case the CRD gets installed. Workloads are kept as the small records of
+``cluster.workloads`` (what each holds, for the namespace GPU budget), or whole for the reports
+writer (``keep_workloads``).
 
 Freshness: each kind records when it was last known current (a list completed, a watch opened, an
 event or bookmark arrived, a watch ended normally after its ``timeoutSeconds``). Watches carry a
@@ -28,6 +32,7 @@ from dataclasses import dataclass
 from ..engine.clusterview import CORE_REFERENCE_KINDS, REFERENCE_KINDS, RefKind
 from .index import ClusterIndex
 from .kube import Permission
+from .workloads import WORKLOAD_KINDS, WorkloadIndex, WorkloadKind
 
 
 @dataclass(frozen=True)
@@ -39,15 +44,25 @@ class Watched:
     version: str
     required: bool  # needed for the first sync; optional kinds may be unserved (their CRD is not installed)
     ref: RefKind | None = None
+    workload: WorkloadKind | None = None
+    plural: str = ""  # when ``name`` is not the resource (workload collections: one per served version)
+
+    @property
+    def resource(self) -> str:
+        return self.plural or self.name
 
 
 WATCHED: tuple[Watched, ...] = (
     Watched("nodes", "", "v1", True),
     Watched("resourcequotas", "", "v1", True),
     *(Watched(k.plural, k.group, k.version, k in CORE_REFERENCE_KINDS, k) for k in REFERENCE_KINDS),
+    *(Watched(k.source, k.group, k.version, k.group == "batch", workload=k, plural=k.plural) for k in WORKLOAD_KINDS),
 )
 # what the view needs from RBAC (deploy/base/rbac.yaml grants it; tests/test_deploy.py compares)
-PERMISSIONS: tuple[Permission, ...] = tuple(Permission(w.group, w.name, ("list", "watch")) for w in WATCHED)
+PERMISSIONS: tuple[Permission, ...] = (
+    *(Permission(w.group, w.name, ("list", "watch")) for w in WATCHED if w.workload is None),
+    *(Permission(group, plural, ("list", "watch")) for group, plural in sorted({(w.group, w.resource) for w in WATCHED
+                                                                              if w.workload is not None})))
 
 
 class ApiError(Exception):
@@ -100,8 +115,11 @@ class LiveCluster(ClusterIndex):
     def __init__(self, core, page_size: int = 500, log: Callable[[str], None] = print, watch_timeout: int = 60,
                  custom=None, max_age: float | None = None, read_timeout: float | None = None,
                  crd_recheck: float = 60.0, discovery_interval: float = 60.0,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, keep_workloads: bool = False,
+                 on_change: Callable[[str, str], None] | None = None):
         super().__init__()
+        self.on_change = on_change  # (what changed: "workloads" | "resourcequotas", namespace)
+        self.workloads = WorkloadIndex(keep_workloads, self._workloads_changed if on_change else None)
         self.core = core
         self.custom = custom
         self.page_size = page_size
@@ -143,32 +161,52 @@ class LiveCluster(ClusterIndex):
         return (f"the cluster view is {age:.0f}s old ({oldest} last confirmed then), over the limit of "
                 f"{self.max_age:.0f}s")
 
+    def _workloads_changed(self, namespace: str) -> None:
+        if self.on_change is not None:
+            self.on_change("workloads", namespace)
+
+    def _quota_changed(self, obj: dict) -> None:
+        if self.on_change is not None:
+            self.on_change("resourcequotas", str((obj.get("metadata") or {}).get("namespace") or ""))
+
     # ---- API calls ------------------------------------------------------------------------------
     def _api(self, w: Watched) -> tuple[Callable, tuple]:
-        if w.group == "":
+        if w.group == "" and w.workload is None:
             return {"nodes": self.core.list_node, "resourcequotas": self.core.list_resource_quota_for_all_namespaces,
                     "persistentvolumeclaims": self.core.list_persistent_volume_claim_for_all_namespaces}[w.name], ()
         if self.custom is None:
             from kubernetes import client
 
             self.custom = client.CustomObjectsApi(self.core.api_client)
-        return self.custom.list_cluster_custom_object, (w.group, w.version, w.name)
+        return self.custom.list_cluster_custom_object, (w.group, w.version, w.resource)
 
     def _apply(self, w: Watched, kind_of: str, obj: dict) -> None:
-        if w.ref is not None:
+        if w.workload is not None:
+            obj.setdefault("apiVersion", w.workload.api_version)  # a list's items carry neither
+            obj.setdefault("kind", w.workload.kind)
+            (self.workloads.put if kind_of != "DELETED" else self.workloads.delete)(w.name, obj)
+        elif w.ref is not None:
             (self.put_ref if kind_of != "DELETED" else self.delete_ref)(w.ref, obj)
         elif w.name == "nodes":
             (self.put_node if kind_of != "DELETED" else self.delete_node)(obj)
         else:
             (self.put_quota if kind_of != "DELETED" else self.delete_quota)(obj)
+            self._quota_changed(obj)
 
     def _replace(self, w: Watched, items: list[dict]) -> None:
-        if w.ref is not None:
+        if w.workload is not None:
+            for obj in items:
+                obj.setdefault("apiVersion", w.workload.api_version)
+                obj.setdefault("kind", w.workload.kind)
+            self.workloads.replace(w.name, items)
+        elif w.ref is not None:
             self.replace_refs(w.ref, items)
         elif w.name == "nodes":
             self.replace_nodes(items)
         else:
             self.replace_quotas(items)
+            for obj in items:
+                self._quota_changed(obj)
 
     def _mark_listed(self, kind: str) -> None:
         self._listed.add(kind)
@@ -252,8 +290,11 @@ class LiveCluster(ClusterIndex):
                     self.relists += 1
                     self.log(f"cluster view: {kind} watch expired; relisting")
                     continue
-                if exc.status == 404 and not w.required and w.ref is not None:
-                    self.refs_not_served(w.ref)  # its CRD is not installed: nothing of it can exist
+                if exc.status == 404 and not w.required and (w.ref is not None or w.workload is not None):
+                    if w.ref is not None:  # its CRD is not installed: nothing of it can exist
+                        self.refs_not_served(w.ref)
+                    else:
+                        self.workloads.not_served(w.name)
                     self._fresh.pop(kind, None)  # nothing to keep current until it is served
                     stop.wait(self.crd_recheck)
                     continue
@@ -261,7 +302,8 @@ class LiveCluster(ClusterIndex):
             except Exception as exc:
                 self.log(f"cluster view: {kind}: {exc!r}; retrying in {backoff:.0f}s")
             stop.wait(backoff)
-            backoff = min(backoff * 2, 30.0)
+            # until the first sync /readyz waits on every required list: retry those soon; later, back off
+            backoff = min(backoff * 2, 30.0 if self.synced.is_set() else 4.0)
 
     def run_discovery(self, stop: threading.Event) -> None:
         while not stop.is_set():

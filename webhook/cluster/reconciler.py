@@ -1,4 +1,7 @@
-"""The PodGroup reconciler: creates the PodGroups that gang backends need, after the workload exists.
+"""The reconciler of the elected replica: PodGroups, the budgets' ResourceQuotas and the reports, one pass
+per period under the Lease ``trainadmit-reconciler`` (``Reconciler``).
+
+The PodGroup reconciler creates the PodGroups that gang backends need, after the workload exists.
 
 Admission never creates objects (the workload may still be rejected after the mutating webhook ran,
 and a generateName object has no name yet). The mutating webhook marks workloads that need a
@@ -7,6 +10,10 @@ the same name; this loop lists those workloads of every kind that can carry one 
 custom resources whose adapters gang through their templates) and creates each PodGroup, owned by
 its workload, so that garbage collection deletes it with the workload. Only the holder of the Lease
 ``trainadmit-reconciler`` writes. A kind whose CRD is not installed is skipped.
+
+The budgets (``cluster.budget``) and the reports (``cluster.report_writer``) take the policy of the
+served directory, as the workers do, reloaded when it changes; each part's failure is logged and
+leaves the others running.
 """
 
 from __future__ import annotations
@@ -127,6 +134,46 @@ class PodGroupReconciler:
             stop.wait(interval)
 
 
+@dataclass
+class Reconciler:
+    """One pass: the PodGroups, then (with a policy) each policy part. Every part runs even when another
+    fails (a missing permission for reports must not stop the PodGroups); the first failure is then raised,
+    so that the loop running the pass (``server.elected``) logs it and shows it on /readyz. ``lease`` is for a
+    caller that does not hold the Lease itself (None: the caller does)."""
+
+    lease: LeaderLease | None
+    podgroups: PodGroupReconciler | None = None
+    policy: Callable[[], object] | None = None  # the current PolicySet (cluster.policy_dir.PolicyDirectory)
+    parts: list[tuple[str, Callable[[object], list[str]]]] = field(default_factory=list)  # (name, step(policy))
+    log: Callable[[str], None] = print
+    on_elected: Callable[[], None] | None = None  # once, the first pass this replica runs
+    _elected: bool = False
+
+    def step(self) -> list[str]:
+        if self.lease is not None and not self.lease.hold():
+            return []
+        if not self._elected:
+            self._elected = True
+            if self.on_elected is not None:
+                self.on_elected()
+        out: list[str] = []
+        failure: Exception | None = None
+        calls: list[tuple[str, Callable[[], list[str]]]] = []
+        if self.podgroups is not None:
+            calls.append(("podgroups", self.podgroups.step))
+        policy = self.policy() if self.policy is not None else None
+        if policy is not None:
+            calls += [(name, lambda part=part: part(policy)) for name, part in self.parts]
+        for name, call in calls:
+            try:
+                out.extend(f"{name}: {line}" if name != "podgroups" else line for line in call())
+            except Exception as exc:
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+        return out
+
+
 def _finished(obj: dict) -> bool:
     """A batch Job that completed or failed: its Pods are gone and no PodGroup is needed."""
     status = obj.get("status") or {}
@@ -134,4 +181,4 @@ def _finished(obj: dict) -> bool:
                 and status.get("completionTime"))
 
 
-__all__ = ["PodGroupReconciler", "podgroup_kinds"]
+__all__ = ["PodGroupReconciler", "Reconciler", "podgroup_kinds"]

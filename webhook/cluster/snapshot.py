@@ -10,7 +10,9 @@ referenced objects the same way.
 
 A kind counts as known (so a missing object is reported missing, not unverified) when the snapshot
 holds at least one object of it, or a typed list of it (``PriorityClassList``, as the API returns,
-even empty): a plain ``List`` with no items says nothing about which kind it was.
+even empty): a plain ``List`` with no items says nothing about which kind it was. Training workloads
+(`kubectl get jobs,pytorchjobs,... -A -o json`) are known once the snapshot holds any of them, or a
+typed list of one of their kinds: the namespace GPU budget then counts what they hold.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ import yaml
 from ..engine.clusterview import REFERENCE_KINDS, RefKind
 from .discovery import api_versions, is_version_document, parse_version
 from .index import ClusterIndex
+from .workloads import workload_kind
+
+SOURCE = "snapshot"  # the workload index's one collection: every workload of the snapshot
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: a 50,000-node list in well under a second
 
@@ -46,13 +51,20 @@ class SnapshotCluster(ClusterIndex):
         super().__init__()
         self.name = name
         self._has_nodes = False
-        served: set[str] = set()
+        self._served_groups: set[str] = set()
         self._has_api_groups = False
         self._version: tuple[tuple[int, int] | None, str] = (None, "")
         for obj in objects:
-            self._add(obj, served)
+            self.add(obj)
+        self.finish()
+
+    def add(self, obj: object) -> None:
+        """One more saved object (objects may also come one at a time: then ``finish`` after the last)."""
+        self._add(obj, self._served_groups)
+
+    def finish(self) -> None:
         if self._has_api_groups:
-            self.set_served(served | {"v1"}, *self._version)
+            self.set_served(self._served_groups | {"v1"}, *self._version)
 
     def knows_nodes(self) -> bool:
         return self._has_nodes  # a snapshot of quotas alone says nothing about pools
@@ -72,6 +84,8 @@ class SnapshotCluster(ClusterIndex):
             ref = _ref_kind(api_version, item_kind) if item_kind else None
             if ref is not None:  # a typed list: the whole kind, even when empty
                 self.replace_refs(ref, [])
+            elif workload_kind(api_version, item_kind) is not None:
+                self.workloads.listed(SOURCE)
             elif item_kind == "Node":
                 self._has_nodes = True
             for item in obj["items"]:
@@ -85,6 +99,9 @@ class SnapshotCluster(ClusterIndex):
             self.put_quota(obj)
         elif kind == "Status":
             raise SnapshotError(f"snapshot holds an API error: {obj.get('message', obj.get('reason'))}")
+        elif workload_kind(api_version, kind) is not None:
+            self.workloads.listed(SOURCE)
+            self.workloads.put(SOURCE, obj)
         else:
             ref = _ref_kind(api_version, kind)
             if ref is not None:

@@ -11,7 +11,10 @@ Four families of questions:
   allocatable, the pool's health labels), how many once cordoned nodes return, and which are not
   usable and why;
 - references: whether an object a decision names (PriorityClass, PVC, NetworkAttachmentDefinition,
-  queue) exists, and whether an API group/version (a PodGroup kind the reconciler writes) is served;
+  queue, the ResourceClaimTemplate or ResourceClaim a Pod's DRA devices come from and their DeviceClass,
+  a TrainJob's runtime) exists, with what the engine reads of it, and whether an API group/version (a
+  PodGroup kind the reconciler writes) is served;
+- workloads: what a namespace's unfinished training workloads hold of a GPU resource (its budget);
 - freshness: whether the view itself is too old to be trusted;
 - the cluster itself: the apiserver's version and the group/versions it serves (``Discovered``), from which
   ``engine.target`` chooses what the policy leaves to ``auto``.
@@ -62,10 +65,34 @@ NETWORK_ATTACHMENT = RefKind("k8s.cni.cncf.io", "v1", "NetworkAttachmentDefiniti
                              True, "Multus")
 VOLCANO_QUEUE = RefKind("scheduling.volcano.sh", "v1beta1", "Queue", "queues", False, "Volcano")
 KUEUE_LOCAL_QUEUE = RefKind("kueue.x-k8s.io", "v1beta1", "LocalQueue", "localqueues", True, "Kueue")
-# Kinds every cluster serves (the view lists them from the start) and kinds a CRD adds (absent: "not served").
+# where a Pod's DRA devices are asked for, and what kind of device each class holds (resource.k8s.io/v1: GA in
+# Kubernetes 1.34, so an older cluster does not serve it)
+DRA = "Kubernetes 1.34+ (resource.k8s.io/v1)"
+RESOURCE_CLAIM_TEMPLATE = RefKind("resource.k8s.io", "v1", "ResourceClaimTemplate", "resourceclaimtemplates", True, DRA)
+RESOURCE_CLAIM = RefKind("resource.k8s.io", "v1", "ResourceClaim", "resourceclaims", True, DRA)
+DEVICE_CLASS = RefKind("resource.k8s.io", "v1", "DeviceClass", "deviceclasses", False, DRA)
+# the runtimes a Kubeflow Trainer TrainJob takes its Pods from
+TRAINING_RUNTIME = RefKind("trainer.kubeflow.org", "v1alpha1", "TrainingRuntime", "trainingruntimes", True,
+                           "Kubeflow Trainer")
+CLUSTER_TRAINING_RUNTIME = RefKind("trainer.kubeflow.org", "v1alpha1", "ClusterTrainingRuntime",
+                                   "clustertrainingruntimes", False, "Kubeflow Trainer")
+# Kinds every cluster serves (the view lists them from the start) and kinds a CRD or a newer Kubernetes adds
+# (absent: "not served").
 CORE_REFERENCE_KINDS: tuple[RefKind, ...] = (PRIORITY_CLASS, PERSISTENT_VOLUME_CLAIM)
-CRD_REFERENCE_KINDS: tuple[RefKind, ...] = (NETWORK_ATTACHMENT, VOLCANO_QUEUE, KUEUE_LOCAL_QUEUE)
+CRD_REFERENCE_KINDS: tuple[RefKind, ...] = (NETWORK_ATTACHMENT, VOLCANO_QUEUE, KUEUE_LOCAL_QUEUE,
+                                            RESOURCE_CLAIM_TEMPLATE, RESOURCE_CLAIM, DEVICE_CLASS, TRAINING_RUNTIME,
+                                            CLUSTER_TRAINING_RUNTIME)
 REFERENCE_KINDS: tuple[RefKind, ...] = CORE_REFERENCE_KINDS + CRD_REFERENCE_KINDS
+# what a workload's GPUs are counted from besides its own fields, which a submission often carries with the
+# workload (a ResourceClaimTemplate in the Job's file, a TrainingRuntime beside the TrainJob): `trainadmit check`
+# reads them from its input files too
+COMPANION_KINDS: tuple[RefKind, ...] = (RESOURCE_CLAIM_TEMPLATE, RESOURCE_CLAIM, DEVICE_CLASS, TRAINING_RUNTIME,
+                                        CLUSTER_TRAINING_RUNTIME)
+
+
+def ref_kind(group: str, kind: str) -> RefKind | None:
+    """The referenced kind of this API group and name, if a decision may reference it."""
+    return next((k for k in REFERENCE_KINDS if k.group == group and k.kind == kind), None)
 
 
 @dataclass(frozen=True)
@@ -127,6 +154,21 @@ class Unusable:
         return "; ".join(parts)
 
 
+@dataclass(frozen=True)
+class NamespaceUsage:
+    """What a namespace's other unfinished workloads hold of one resource: the total, how many hold any,
+    and the largest holders ("Kind name", amount) for messages."""
+
+    total: int
+    workloads: int
+    largest: tuple[tuple[str, int], ...] = ()
+
+    def describe(self) -> str:
+        named = ", ".join(f"{who}: {amount}" for who, amount in self.largest)
+        more = self.workloads - len(self.largest)
+        return named + (f" and {more} more" if more > 0 else "")
+
+
 class ClusterView(Protocol):
     name: str
 
@@ -138,6 +180,10 @@ class ClusterView(Protocol):
 
     def gpu_quota(self, namespace: str, resource: str) -> tuple[int, int] | None:
         """(hard, used) of the namespace's binding ResourceQuota on ``requests.<resource>``."""
+
+    def device_quota(self, namespace: str, device_class: str) -> tuple[int, int] | None:
+        """(hard, used) of the namespace's binding ResourceQuota on the DRA devices of ``device_class``
+        (``<class>.deviceclass.resource.k8s.io/devices``: devices its ResourceClaims request)."""
 
     def pool_nodes_matching(self, pool: PoolSpec, requirements: Sequence[NodeLabelRequirement]) -> int | None:
         """Nodes of the pool whose labels meet every one of ``requirements``, or None when unknown."""
@@ -159,6 +205,11 @@ class ClusterView(Protocol):
     def stale(self) -> str | None:
         """Why the view cannot be trusted right now (too old), or None."""
 
+    def namespace_gpus(self, namespace: str, resource: str, exclude: tuple[str, str] | None = None
+                       ) -> NamespaceUsage | None:
+        """What the namespace's unfinished workloads but ``exclude`` (kind, name) hold of ``resource``;
+        None when the view does not know the namespace's workloads."""
+
 
 class NoCluster:
     name = "none"
@@ -171,6 +222,9 @@ class NoCluster:
         return None
 
     def gpu_quota(self, namespace: str, resource: str) -> tuple[int, int] | None:
+        return None
+
+    def device_quota(self, namespace: str, device_class: str) -> tuple[int, int] | None:
         return None
 
     def pool_nodes_matching(self, pool: PoolSpec, requirements: Sequence[NodeLabelRequirement]) -> int | None:
@@ -192,6 +246,10 @@ class NoCluster:
         return None
 
     def stale(self) -> str | None:
+        return None
+
+    def namespace_gpus(self, namespace: str, resource: str, exclude: tuple[str, str] | None = None
+                       ) -> NamespaceUsage | None:
         return None
 
 

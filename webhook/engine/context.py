@@ -15,6 +15,7 @@ from ..policy.vocab import Action
 from .clusterview import ClusterView
 from .concerns.intent import Resolved
 from .decision import Injection, Source, Violation
+from .dra import listed_claims
 from .patch import Patcher
 from .paths import Path
 from .plan import Plan
@@ -82,7 +83,7 @@ class Context:
     # ---- views of the working copy -----------------------------------------------------------
     @property
     def current(self) -> Workload:
-        return Workload(self.patcher.doc, self.workload.adapter)
+        return self.workload.with_object(self.patcher.doc)
 
     @property
     def pool_templates(self) -> tuple[PodTemplate, ...]:
@@ -95,16 +96,16 @@ class Context:
         return [t for t in view.templates if t.root in placed]
 
     def gpu_containers(self, template: PodTemplate) -> list[ContainerRef]:
-        """Regular containers of ``template`` that request the workload's GPU resource: the ones
-        that run NCCL."""
+        """Regular containers of ``template`` that get the workload's GPUs (its GPU resource, or a DRA claim
+        holding GPUs listed in ``resources.claims``): the ones that run NCCL."""
         cached = self._gpu_containers.get(template.root)
         if cached is None:
             resource = self.resolved.gpu_resource
+            claims = self.resolved.gpu_claims.get(template.root, frozenset())
             cached = []
-            if resource is not None:
-                for ref in template.main_containers:
-                    limit, request, _ = resource_count(ref.body, resource)
-                    if (limit or request or 0) > 0:
-                        cached.append(ref)
+            for ref in template.main_containers:
+                limit, request, _ = resource_count(ref.body, resource) if resource else (None, None, False)
+                if (limit or request or 0) > 0 or (claims and listed_claims(ref.body) & claims):
+                    cached.append(ref)
             self._gpu_containers[template.root] = cached
         return cached

@@ -19,18 +19,29 @@ from __future__ import annotations
 from typing import Any
 
 from ..policy import PolicySet
-from .clusterview import ClusterView, NoCluster
+from .clusterview import COMPANION_KINDS, ClusterView, NoCluster, Presence, ref_kind
 from .concerns import final_state, freshness, quota
 from .concerns.intent import Resolved, gpu_resources_of, has_intent, resolve
 from .concerns.shape import MALFORMED, shape_problems
 from .context import Context
 from .decision import Decision, Violation
+from .demand import Demand, gpu_demand
 from .patch import Patcher, replay
 from .plan import make_plan
 from .reads import projection
-from .registry import INJECTING, MUTATIONS, READS, VALIDATIONS, WHOLE_OBJECT_VALIDATIONS
+from .registry import INJECTING, MUTATIONS, READS, TEMPLATE_VALIDATIONS, VALIDATIONS, WHOLE_OBJECT_VALIDATIONS
 from .request import Request
-from .workloads import HANDLED_KINDS, Aliased, Skeleton, Workload, adapter_for, capable, workload_of
+from .workloads import (
+    HANDLED_KINDS,
+    Aliased,
+    InheritedTemplate,
+    Inheriting,
+    Skeleton,
+    Workload,
+    adapter_for,
+    capable,
+    workload_of,
+)
 
 
 def exempt_user(policy: PolicySet, user: dict | None) -> str:
@@ -46,36 +57,79 @@ def exempt_user(policy: PolicySet, user: dict | None) -> str:
     return ""
 
 
-def match(policy: PolicySet, obj: Any, namespace: str | None, user: dict | None = None) -> tuple[Workload | None, str]:
+def match(policy: PolicySet, obj: Any, namespace: str | None, user: dict | None = None,
+          cluster: ClusterView | None = None) -> tuple[Workload | None, str]:
     """The Workload when the policy applies to ``obj``, else None and the reason it does not."""
+    workload, _, reason = matched(policy, obj, namespace, user, cluster or NoCluster())
+    return workload, reason
+
+
+def matched(policy: PolicySet, obj: Any, namespace: str | None, user: dict | None,
+            cluster: ClusterView) -> tuple[Workload | None, Demand | None, str]:
+    """``match``, with the GPUs the workload asks for (``demand.gpu_demand``), which decide whether it is a
+    GPU workload: through extended resources, DRA claims, or its runtime's templates (a TrainJob's)."""
     exempt = exempt_user(policy, user)
     if exempt:
-        return None, exempt
+        return None, None, exempt
     if not isinstance(obj, dict):
-        return None, "not a Kubernetes object"
+        return None, None, "not a Kubernetes object"
     workload = workload_of(obj)
+    api_version = obj.get("apiVersion")
+    companion = ref_kind(api_version.rsplit("/", 1)[0], obj.get("kind")) if isinstance(api_version, str) \
+        and "/" in api_version else None
+    if workload is None and companion is not None and companion in COMPANION_KINDS:
+        return None, None, (f"a {companion.kind}: what the Pods of the workloads that name it ask for is counted "
+                            "from it, and it is no workload itself; left alone")
     if workload is None:
-        return None, (f"kind {obj.get('apiVersion')}/{obj.get('kind')} is left alone: trainadmit decides on "
-                      f"{', '.join(sorted(HANDLED_KINDS))} (and the objects their controllers create are decided "
-                      "through them)")
+        return None, None, (f"kind {obj.get('apiVersion')}/{obj.get('kind')} is left alone: trainadmit decides on "
+                            f"{', '.join(sorted(HANDLED_KINDS))} (and the objects their controllers create are "
+                            "decided through them)")
     if policy.is_exempt(namespace):
-        return None, f"namespace {namespace} is exempt (Platform.spec.exemptNamespaces): left alone"
+        return None, None, f"namespace {namespace} is exempt (Platform.spec.exemptNamespaces): left alone"
     owner = workload.controller
     if owner is not None:
         parent = adapter_for(owner.get("apiVersion"), owner.get("kind"))
         if parent is not None:
             kind = owner.get("kind")
-            return None, (f"created by {kind} {owner.get('name')}: trainadmit configured the {kind} when the {kind} "
-                          f"was created, and {parent.operator} copied that configuration here, so this object is "
-                          "left as the controller made this object")
+            return None, None, (f"created by {kind} {owner.get('name')}: trainadmit configured the {kind} when the "
+                                f"{kind} was created, and {parent.operator} copied that configuration here, so this "
+                                "object is left as the controller made this object")
         if policy.keys.applied in workload.annotations:
-            return None, (f"created by {owner.get('kind')} {owner.get('name')} from a pod template trainadmit "
-                          f"already decided (it carries {policy.keys.applied})")
-    if not gpu_resources_of(workload, policy) and not has_intent(workload, policy):
-        resources = ", ".join(sorted(policy.gpu_resources))
-        return None, (f"not a GPU workload: no container requests a GPU resource ({resources}) and no "
-                      f"{policy.platform.intentPrefix}/ label or annotation asks for one; left alone")
-    return workload, ""
+            return None, None, (f"created by {owner.get('kind')} {owner.get('name')} from a pod template trainadmit "
+                                f"already decided (it carries {policy.keys.applied})")
+    workload, runtime = inherit(policy, workload, cluster, namespace)
+    demand = gpu_demand(workload, policy, cluster,
+                        (namespace or "default") if workload.adapter.namespaced else None)
+    if demand.gpu or has_intent(workload, policy) or demand.missing or runtime in (Presence.missing,
+                                                                                  Presence.not_served):
+        return workload, demand, ""  # a named object that does not exist is refused by the references rules
+    resources = ", ".join(sorted(policy.gpu_resources))
+    reason = (f"not a GPU workload: no container requests a GPU resource ({resources}), no DRA claim a GPU "
+              f"DeviceClass ({', '.join(sorted(policy.gpu_device_classes))}), and no "
+              f"{policy.platform.intentPrefix}/ label or annotation asks for one; left alone")
+    unknown = list(demand.uncounted)
+    ref = workload.adapter.inherited_ref(obj) if capable(workload.adapter, Inheriting) else None
+    if runtime is Presence.unknown and ref is not None:
+        unknown.insert(0, f"{ref.kind} {ref.name} (its Pods' template)")
+    if unknown:
+        reason = (f"GPUs not counted: {', '.join(unknown)}: neither the input nor a cluster view holds it, so what "
+                  "its Pods ask for is not known; give it with the workload (check) or a cluster view; left alone")
+    return None, None, reason
+
+
+def inherit(policy: PolicySet, workload: Workload, cluster: ClusterView,
+            namespace: str | None) -> tuple[Workload, Presence | None]:
+    """The workload with the object its Pods come from (``Inheriting``: a TrainJob's runtime), as the cluster
+    view holds it and cut down to what the concerns read; and what the view knows of that object."""
+    adapter = workload.adapter
+    ref = adapter.inherited_ref(workload.obj) if capable(adapter, Inheriting) else None
+    kind = ref_kind(ref.group, ref.kind) if ref is not None else None
+    if ref is None or kind is None:
+        return workload, None
+    presence, found = cluster.reference(kind, ref.name, (namespace or "default") if ref.namespaced else None)
+    if presence is Presence.present and isinstance(found, dict):
+        return Workload(workload.obj, adapter, project(policy, found)), presence
+    return workload, presence
 
 
 def project(policy: PolicySet, obj: Any) -> Any:
@@ -118,12 +172,14 @@ def decide_declared(policy: PolicySet, request: Request, cluster: ClusterView | 
     ``whole_object_rules`` says whether the rules on the whole object apply to it too; ``mutated`` is not
     set (it is the received object with ``patch`` applied)."""
     obj, namespace = project(policy, request.obj), request.effective_namespace
-    workload, reason = match(policy, obj, namespace, request.user)
+    cluster = cluster or NoCluster()
+    fresh = cluster if cluster.stale() is None else NoCluster()  # a view too old to trust counts nothing
+    workload, demand, reason = matched(policy, obj, namespace, request.user, fresh)
     if workload is None:
         return Decision(matched=False, reason=reason, generation=policy.generation)
     adapter = workload.adapter
-    patcher = Patcher(obj, adapter.aliases(obj) if capable(adapter, Aliased) else None)
-    ctx = Context(policy, cluster or NoCluster(), request, workload, patcher, namespace=namespace or "default")
+    patcher = Patcher(obj, adapter.aliases(obj, workload.inherited) if capable(adapter, Aliased) else None)
+    ctx = Context(policy, cluster, request, workload, patcher, namespace=namespace or "default")
     problems = shape_problems(workload)
     if problems:
         for path, message in problems:
@@ -132,16 +188,21 @@ def decide_declared(policy: PolicySet, request: Request, cluster: ClusterView | 
                         violations=ctx.violations)
     if request.operation == "CREATE" or (request.operation == "UPDATE" and request.phase == "validate"):
         freshness.use_fresh_view(ctx)
+    if capable(adapter, InheritedTemplate) and request.operation in ("CREATE", "UPDATE"):
+        return _template_kind(ctx, demand)
     if request.operation != "CREATE":
         return _non_create(ctx)
-    ctx.resolved = resolve(workload, policy, gpu_resources_of(workload, policy), ctx.report)
+    ctx.resolved = resolve(workload, policy, gpu_resources_of(workload, policy), ctx.report, demand)
     if ctx.resolved.no_pool and policy.platform.noPool == "ignore":
         return Decision(matched=False, generation=policy.generation,
                         reason=f"no pool fits this GPU workload ({ctx.resolved.no_pool}); Platform.spec.noPool: ignore")
     ctx.plan = make_plan(workload, ctx.resolved, policy, ctx.cluster)
-    skeleton = adapter.skeleton(obj) if capable(adapter, Skeleton) else None
-    if skeleton is not None:  # the kind's writable template needs its parents first (a TrainJob's runtime patch)
-        patcher.extend(*skeleton[:1], [skeleton[1]])
+    # the kind's writable templates need their parents first (a TrainJob's runtime patch)
+    for op, path, value in adapter.skeleton(obj, workload.inherited) if capable(adapter, Skeleton) else ():
+        if op == "append":
+            patcher.extend(path, [value])
+        else:
+            patcher.set(path, value)
     for concern in MUTATIONS:
         concern.mutate(ctx)  # type: ignore[misc]
     final_state.record_provenance(ctx, INJECTING)
@@ -153,12 +214,26 @@ def decide_declared(policy: PolicySet, request: Request, cluster: ClusterView | 
         decision.patch = ctx.patcher.ops
         decision.injections = ctx.injections
         decision.companions = ctx.companions
-        view = Workload(ctx.patcher.doc, adapter)
+        view = workload.with_object(ctx.patcher.doc)
     for concern in VALIDATIONS:
         concern.validate(ctx, view)  # type: ignore[misc]
     decision.violations = ctx.violations
     decision.unverified = ctx.unverified
     return decision
+
+
+def _template_kind(ctx: Context, demand: Demand | None) -> Decision:
+    """A template other workloads inherit (a TrainingRuntime), on CREATE and UPDATE: never mutated; its GPU
+    templates must pass the rules that do not depend on a workload's size (``registry.TEMPLATE_VALIDATIONS``),
+    sized as the template alone yields them."""
+    workload, policy = ctx.workload, ctx.policy
+    ctx.resolved = resolve(workload, policy, gpu_resources_of(workload, policy), ctx.report, demand)
+    ctx.plan = make_plan(workload, ctx.resolved, policy, ctx.cluster)
+    for concern in TEMPLATE_VALIDATIONS:
+        concern.validate(ctx, workload)  # type: ignore[misc]
+    return Decision(matched=True, generation=policy.generation, summary=_summary(ctx), whole_object_rules=True,
+                    reason=f"a template for {workload.adapter.inherited_by}s: checked, never mutated",  # type: ignore
+                    violations=ctx.violations, unverified=ctx.unverified)
 
 
 def _non_create(ctx: Context) -> Decision:
@@ -169,12 +244,15 @@ def _non_create(ctx: Context) -> Decision:
                         reason=f"{request.operation}: trainadmit mutates on CREATE only")
     if request.operation != "UPDATE" or request.phase != "validate" or not isinstance(request.old, dict):
         return decision
-    old = Workload(project(policy, request.old), workload.adapter)
+    old = workload.with_object(project(policy, request.old))
     ignore = lambda *a, **k: None  # noqa: E731 - intent problems were reported when the object was created
-    ctx.resolved = resolve(workload, policy, gpu_resources_of(workload, policy), ignore)
+    cluster = ctx.cluster
+    ctx.resolved = resolve(workload, policy, gpu_resources_of(workload, policy), ignore,
+                           gpu_demand(workload, policy, cluster, ctx.namespace))
     # the stored object is well-formed in a cluster; a malformed one (a captured or fuzzed review)
     # counts as holding nothing, so the whole new size is checked
-    before = Resolved(pods=0) if shape_problems(old) else resolve(old, policy, gpu_resources_of(old, policy), ignore)
+    before = Resolved(pods=0) if shape_problems(old) else resolve(
+        old, policy, gpu_resources_of(old, policy), ignore, gpu_demand(old, policy, cluster, ctx.namespace))
     added = ctx.resolved.total_gpus - before.total_gpus
     if added > 0:
         ctx.plan = make_plan(workload, ctx.resolved, policy, ctx.cluster)
@@ -189,7 +267,8 @@ def _summary(ctx: Context) -> dict:
     r, plan = ctx.resolved, ctx.plan
     return {
         "kind": ctx.workload.kind, "name": ctx.workload.display_name, "namespace": ctx.namespace,
-        "pool": r.pool_name, "gpuResource": r.gpu_resource, "gpusPerPod": r.gpus_per_pod, "pods": r.pods,
+        "pool": r.pool_name, "gpuResource": r.gpu_unit if r.gpu_templates else r.gpu_resource,
+        "gpusPerPod": r.gpus_per_pod, "pods": r.pods,
         "scale": plan.scale.as_dict(),
         "gang": plan.gang.backend or "none", "topology": r.level_name if r.pods > 1 else None,
         "priority": r.tier[0] if r.tier else None,

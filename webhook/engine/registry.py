@@ -46,6 +46,11 @@ MUTATIONS: tuple[Concern, ...] = tuple(c for c in CONCERNS if c.mutate is not No
 # rules on what the concerns declare they read, and rules on the whole object (custom CEL), which run last
 VALIDATIONS: tuple[Concern, ...] = tuple(c for c in CONCERNS if c.validate is not None and c.reads is not None)
 WHOLE_OBJECT_VALIDATIONS: tuple[Concern, ...] = tuple(c for c in CONCERNS if c.validate is not None and c.reads is None)
+# what decides a template other workloads inherit (a TrainingRuntime): the concerns whose rules do not depend on
+# a workload's size (its pool, placement, RDMA, NCCL values, whole nodes, references, the view's freshness;
+# custom rules run on every object); never quota, capacity, gang, storage or what a mutation would have injected
+TEMPLATE_CONCERNS = ("intent", "gpu", "placement", "topology", "rdma", "nccl", "references", "cluster")
+TEMPLATE_VALIDATIONS: tuple[Concern, ...] = tuple(c for c in VALIDATIONS if c.name in TEMPLATE_CONCERNS)
 # the order concerns are listed in the provenance annotation
 INJECTING: tuple[str, ...] = tuple(c.name for c in MUTATIONS)
 READS: Reads = union([WORKLOAD_READS, *(c.reads for c in CONCERNS if c.reads is not None)])

@@ -72,10 +72,26 @@ class Metadata(Strict):
 # Pool
 
 
+class DeviceClassRef(Strict):
+    """A DRA DeviceClass whose devices are the pool's GPUs (``resource.k8s.io/v1``).
+
+    Several pools may share a class (NVIDIA's driver publishes every GPU as ``gpu.nvidia.com``); then each
+    names the CEL selectors a claim's request carries to get its GPU type, as the platform team publishes
+    them to users (``device.attributes['gpu.nvidia.com'].productName == '…'``)."""
+
+    name: Annotated[str, Field(pattern=_DNS_SUBDOMAIN, max_length=253, description="The DeviceClass's name.")]
+    selectors: list[str] = Field(
+        default_factory=list, description="CEL selector expressions a request must carry (as written, spaces aside) "
+        "to be for this pool; none: every request of the class is.")
+
+
 class GpuSpec(Strict):
     resource: str = Field("nvidia.com/gpu", description="Extended resource name of the GPU.")
     product: str | None = Field(None, description="GPU product as GPU Feature Discovery labels it.")
     perNode: Annotated[int, Field(ge=1, le=64, description="GPUs on each node of the pool.")]
+    deviceClasses: list[DeviceClassRef] = Field(
+        default_factory=list, description="DRA DeviceClasses whose devices are this pool's GPUs: a Pod that claims "
+        "devices of one (through a ResourceClaimTemplate or ResourceClaim) asks for the pool's GPUs.")
 
     @field_validator("resource")
     @classmethod
@@ -141,6 +157,11 @@ class Rdma(Strict):
     ipcLock: bool = Field(True, description="Add CAP_IPC_LOCK to GPU containers (RDMA pins memory).")
     linkLayer: LinkLayer = Field(LinkLayer.InfiniBand, description="Link layer of the fabric's ports (Ethernet for "
                                  "RoCE); the preflight checks every port has it.")
+    claimTemplate: str | None = Field(
+        None, pattern=_DNS_SUBDOMAIN, max_length=253,
+        description="The pool's NICs as DRA devices (DRANET): a ResourceClaimTemplate of this name, in the "
+        "workload's namespace, claimed by every GPU Pod and listed by its GPU containers (instead of, or besides, "
+        "extended resources).")
 
     @field_validator("resources", mode="before")
     @classmethod
@@ -414,7 +435,9 @@ class QuotaSpec(Strict):
     maxWorkersPerJob: int | None = Field(None, ge=1, description="Pods that run at once (parallelism).")
     allowedPools: list[str] | None = Field(None, description="Pools the namespaces may use; default all.")
     allowedPriorities: list[str] | None = Field(None, description="Priority tiers the namespaces may use; default all.")
-    gpuQuota: int | None = Field(None, ge=0, description="GPUs the namespace may hold when no ResourceQuota says so.")
+    gpuQuota: int | None = Field(None, ge=0, description=(
+        "GPUs the namespace's unfinished workloads may hold in total (admission counts them; serve --reconcile "
+        "also writes it as a ResourceQuota)."))
 
 
 class Quota(Strict):
@@ -491,6 +514,10 @@ class PlatformSpec(Strict):
         default_factory=lambda: ["nvidia.com/gpu", "amd.com/gpu"],
         description="Resources that make a workload a GPU workload (besides every pool's own).",
     )
+    gpuDeviceClasses: list[Annotated[str, Field(pattern=_DNS_SUBDOMAIN, max_length=253)]] = Field(
+        default_factory=lambda: ["gpu.nvidia.com", "mig.nvidia.com"],
+        description="DRA DeviceClasses whose devices are GPUs (besides every pool's own): a Pod claiming devices of "
+        "one is a GPU workload.")
     gang: GangSettings = Field(default_factory=GangSettings, description="Gang backend and its settings.")
     fabrics: dict[str, Fabric] = Field(
         default_factory=default_fabrics,

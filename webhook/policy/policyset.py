@@ -98,6 +98,7 @@ class PolicySet:
     # derived at build time
     keys: IntentKeys = field(init=False)
     gpu_resources: frozenset[str] = field(init=False)
+    gpu_device_classes: frozenset[str] = field(init=False)  # DRA DeviceClasses whose devices are GPUs
     default_pools: dict[str, str] = field(init=False)
     actions: dict[str, Action] = field(init=False)
     enforced: frozenset[Enforceable] = field(init=False)
@@ -117,6 +118,8 @@ class PolicySet:
         set_ = object.__setattr__
         set_(self, "keys", IntentKeys.with_prefix(spec.intentPrefix))
         set_(self, "gpu_resources", frozenset(spec.gpuResources) | {p.gpu.resource for p in self.pools.values()})
+        set_(self, "gpu_device_classes", frozenset(spec.gpuDeviceClasses)
+             | {c.name for p in self.pools.values() for c in p.gpu.deviceClasses})
         set_(self, "default_pools", {p.gpu.resource: n for n, p in sorted(self.pools.items()) if p.default})
         # only what differs from a rule's declared default: custom rules' actions and the overrides
         actions = {f"custom.{name}": Action(rule.action) for name, rule in self.rules.items()}

@@ -56,7 +56,15 @@ PREFLIGHT_READY = Histogram("trainadmit_preflight_ready_seconds",
                             "Time from a workload's creation to every one of its workers passing the preflight",
                             ("pool",), buckets=(5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200))
 
-_INFO_GAUGES = frozenset({"trainadmit_policy_generation_info"})  # 0 means "no longer": not exported
+# written by the reconciler (the elected replica's main process) after each reports pass; a (rule, namespace)
+# whose count fell to 0 is set to 0 (left out of /metrics): rules are the policy's, namespaces at most
+# cluster.report_writer.MAX_NAMESPACE_LABELS (the rest "other")
+REPORT_VIOLATIONS = Gauge("trainadmit_report_violations", "Stored workloads a rule fails or warns about, by rule and "
+                          "namespace, as the latest reports say", ("rule", "namespace"), multiprocess_mode="mostrecent")
+_reported: set[tuple[str, str]] = set()
+
+_INFO_GAUGES = frozenset({"trainadmit_policy_generation_info",
+                          "trainadmit_report_violations"})  # 0 means "no longer": not exported
 _EARLIEST = frozenset({"trainadmit_certificate_expiry_timestamp_seconds"})  # one sample: the smallest non-zero
 
 
@@ -103,6 +111,17 @@ class _Reduced:
                 earliest = min(live, key=lambda s: s.value) if live else None
                 metric.samples = [earliest._replace(labels={})] if earliest else []
             yield metric
+
+
+def record_report_violations(counts: dict[tuple[str, str], int]) -> None:
+    """The reports writer's counts: every (rule, namespace) it names, and 0 for those it no longer names."""
+    for key in _reported - set(counts):
+        REPORT_VIOLATIONS.labels(*key).set(0)
+        REPORT_VIOLATIONS.remove(*key)
+    for key, value in counts.items():
+        REPORT_VIOLATIONS.labels(*key).set(value)
+    _reported.clear()
+    _reported.update(counts)
 
 
 def render() -> bytes:

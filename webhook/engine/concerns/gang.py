@@ -193,8 +193,8 @@ def _templates(ctx: Context, size: int, source: Source) -> None:
         for t in templates:
             keep_or_set(ctx, (*t.meta_path, "labels", POD_GROUP_LABEL), name, source)
         pg: dict = {"minMember": size}
-        if r.gpu_resource and r.total_gpus:
-            pg["minResources"] = {r.gpu_resource: str(r.total_gpus)}
+        if r.gpu_resource and r.extended_gpus:  # a resource; DRA devices are no resource a PodGroup can hold
+            pg["minResources"] = {r.gpu_resource: str(r.extended_gpus)}
         timeout = ctx.policy.platform.gang.scheduleTimeoutSeconds
         if timeout:
             pg["scheduleTimeoutSeconds"] = timeout

@@ -13,6 +13,7 @@ from ..paths import field_path
 from ..reads import Reads
 from ..rule import rule
 from ..workloads import PodTemplate, Workload, resource_count
+from .intent import unprovided
 
 SINGLE_TYPE = rule("gpu.single-type", Action.deny, "two GPU types in one workload, or not the pool's GPU type")
 REQUESTS_LIMITS = rule("gpu.requests-limits", Action.deny, "GPU requests without limits, or unequal to them")
@@ -29,6 +30,13 @@ def validate(ctx: Context, view: Workload) -> None:
         ctx.report(SINGLE_TYPE, f'metadata.labels["{ctx.policy.keys.pool}"]',
                    f"pool {r.pool_name} provides {r.pool.gpu.resource}, but the containers request {r.gpu_resource}",
                    "pick a pool for that GPU type or request the pool's resource")
+    if r.pool is not None and r.gpu_classes:
+        asked = unprovided(r.pool, None, r.gpu_requests)
+        if asked is not None:
+            offered = ", ".join(c.name for c in r.pool.gpu.deviceClasses) or "none"
+            ctx.report(SINGLE_TYPE, f'metadata.labels["{ctx.policy.keys.pool}"]',
+                       f"pool {r.pool_name}'s GPUs are DRA devices of DeviceClass {offered}, but a claim asks for "
+                       f"{asked}", "pick the pool of that DeviceClass, or claim the pool's (with its selectors)")
     for template in view.templates:
         _counts(ctx, template)
 

@@ -14,6 +14,9 @@ from typing import TYPE_CHECKING
 from ...policy import PolicySet
 from ...policy.vocab import Action
 from ..concern import Concern
+from ..demand import MIG_PREFIX, Demand, TemplateGpus, gpu_resources_of
+from ..dra import DeviceAsk
+from ..paths import Path
 from ..reads import INTENT_KEYS, Reads
 from ..rule import RuleId, rule
 from ..workloads import PodTemplate, Workload, pod_resource_total
@@ -21,7 +24,7 @@ from ..workloads import PodTemplate, Workload, pod_resource_total
 if TYPE_CHECKING:  # types only: the engine runs on cached policy records too (policy.cache)
     from ...policy.models import CheckpointClassSpec, DatasetSpec, PoolSpec, PriorityTierSpec, TopologyLevel
 
-MIG_PREFIX = "nvidia.com/mig-"
+__all__ = ["CONCERN", "MIG_PREFIX", "Resolved", "gpu_resources_of", "has_intent", "resolve"]
 
 INVALID = rule("intent.invalid", Action.deny, "an intent value of the wrong form (gang not \"true\"/\"false\")")
 UNKNOWN_POOL = rule("intent.unknown-pool", Action.deny, "the pool label names no Pool of the policy")
@@ -33,11 +36,11 @@ UNKNOWN_PRIORITY = rule("intent.unknown-priority", Action.deny, "the priority an
 NO_POOL = rule("intent.no-pool", Action.deny,
                "a GPU workload no pool fits: no pool for its GPU type, or it asks for a fabric no pool provides")
 # the intent keys (and what matching reads: who owns the object), the fabrics asked for (annotation keys,
-# resources), the GPU resources of every container
+# resources), the GPU resources of every container and the DRA claims of every pod spec
 CONCERN = Concern("intent", rules=(INVALID, UNKNOWN_POOL, UNKNOWN_TOPOLOGY, UNKNOWN_DATASET, UNKNOWN_CHECKPOINT,
                                    UNKNOWN_PRIORITY, NO_POOL),
                   reads=Reads(metadata=("labels", "annotations", "ownerReferences"), annotations=(INTENT_KEYS,),
-                              container=("resources",), init_container=("resources",)))
+                              pod=("resourceClaims",), container=("resources",), init_container=("resources",)))
 
 Report = Callable[[RuleId, str, str, str], None]
 
@@ -47,8 +50,17 @@ class Resolved:
     """The resolved intent of one workload; fields are None when not applicable or unresolvable."""
 
     gpu_resources: list[str] = field(default_factory=list)
-    gpu_resource: str | None = None
+    gpu_resource: str | None = None  # the extended resource the containers name, if any
+    gpu_classes: list[str] = field(default_factory=list)  # the DRA DeviceClasses of GPUs the claims name
+    gpu_requests: list[tuple[DeviceAsk, ...]] = field(default_factory=list)  # their GPU requests (alternatives)
     gpu_templates: list[tuple[PodTemplate, int]] = field(default_factory=list)  # (template, GPUs per Pod)
+    # GPUs per Pod from the template's own DRA claims; from ResourceClaims the Pods share (counted once for the
+    # workload: name -> GPUs, and per template how many of its GPUs per Pod they are); the Pod's names for the
+    # claims that hold GPUs (containers listing them run the training)
+    claimed_in: dict[Path, int] = field(default_factory=dict)
+    shared_gpus: dict[str, int] = field(default_factory=dict)
+    shared_in: dict[Path, int] = field(default_factory=dict)
+    gpu_claims: dict[Path, frozenset[str]] = field(default_factory=dict)
     pods: int = 1  # Pods that run at once, all templates
     gang_size: int = 1  # Pods the operator counts in the gang
     pool_name: str | None = None
@@ -79,13 +91,27 @@ class Resolved:
 
     @property
     def total_gpus(self) -> int:
-        return sum(t.pods * gpus for t, gpus in self.gpu_templates)
+        """Every GPU the workload holds at once: each Pod's own, and each shared ResourceClaim's once."""
+        own = sum(t.pods * (gpus - self.shared_in.get(t.root, 0)) for t, gpus in self.gpu_templates)
+        return own + sum(self.shared_gpus.values())
 
+    @property
+    def extended_gpus(self) -> int:
+        """The GPUs asked for as the extended resource (what ``requests.<resource>`` quota counts)."""
+        return sum(t.pods * (gpus - self.claimed_in.get(t.root, 0) - self.shared_in.get(t.root, 0))
+                   for t, gpus in self.gpu_templates)
 
-def gpu_resources_of(workload: Workload, policy: PolicySet) -> list[str]:
-    """GPU resource names any container of the workload asks for, in a stable order."""
-    gpu = policy.gpu_resources
-    return [n for n in workload.resource_names if n in gpu or n.startswith(MIG_PREFIX)]
+    @property
+    def claimed_gpus(self) -> int:
+        """The GPUs asked for through DRA claims (what the DeviceClass's device quota counts)."""
+        return self.total_gpus - self.extended_gpus
+
+    @property
+    def gpu_unit(self) -> str:
+        """What the workload's GPUs are called in messages: its resource, or its DeviceClass's devices."""
+        if self.gpu_resource:
+            return self.gpu_resource
+        return f"{self.gpu_classes[0]} devices" if self.gpu_classes else "GPUs"
 
 
 def fabrics_of(workload: Workload, policy: PolicySet) -> dict[str, str]:
@@ -117,18 +143,80 @@ def _fits(pool_name: str, pool: PoolSpec, fabrics: dict[str, str]) -> bool:
     return all(f == fabric_name(pool_name, pool) for f in fabrics)
 
 
-def _default_pool(policy: PolicySet, resource: str, fabrics: dict[str, str]) -> tuple[str | None, str | None]:
+def provides(pool: PoolSpec, request: tuple[DeviceAsk, ...]) -> bool:
+    """Whether one of a DRA request's alternatives is for the pool: a class the pool lists, with every
+    selector the pool names for it (as written, spaces aside)."""
+    return _specificity(pool, request) is not None
+
+
+def _specificity(pool: PoolSpec, request: tuple[DeviceAsk, ...]) -> int | None:
+    """How many of the pool's selectors a request it is for carries (None: not for the pool): a request that
+    carries a pool's selectors is for that pool rather than for one that takes any device of the class."""
+    best = None
+    for ask in request:
+        for ref in pool.gpu.deviceClasses:
+            if ref.name == ask.device_class and all(" ".join(s.split()) in ask.selectors for s in ref.selectors):
+                best = max(best or 0, len(ref.selectors))
+    return best
+
+
+def unprovided(pool: PoolSpec, resource: str | None, requests: list[tuple[DeviceAsk, ...]]) -> str | None:
+    """What of the workload's GPUs the pool does not provide (its resource, a DRA class), or None."""
+    if resource is not None and pool.gpu.resource != resource:
+        return resource
+    missing = [r for r in requests if not provides(pool, r)]
+    if missing:
+        return " or ".join(dict.fromkeys(f"DeviceClass {a.device_class}" for a in missing[0]))
+    return None
+
+
+def _default_pool(policy: PolicySet, resource: str | None, fabrics: dict[str, str],
+                  requests: list[tuple[DeviceAsk, ...]] = ()) -> tuple[str | None, str | None]:
     """(pool, None) for the pool a workload without a pool label gets, or (None, why none fits)."""
-    candidates = sorted(n for n, p in policy.pools.items() if p.gpu.resource == resource)
+    candidates = sorted(n for n, p in policy.pools.items() if unprovided(p, resource, list(requests)) is None)
+    if requests and candidates:  # the pools whose selectors the requests carry, before those taking any device
+        rank = {n: sum(_specificity(policy.pools[n], r) or 0 for r in requests) for n in candidates}
+        candidates = [n for n in candidates if rank[n] == max(rank.values())]
+    what = resource or " and ".join(dict.fromkeys(f"DeviceClass {r[0].device_class}" for r in requests))
     if not candidates:
-        return None, f"no pool provides {resource}"
+        return None, f"no pool provides {what}"
     fitting = [n for n in candidates if _fits(n, policy.pools[n], fabrics)]
     if not fitting:
         asked = ", ".join(f"{f} ({what})" for f, what in sorted(fabrics.items()))
         offered = ", ".join(f"{n} ({fabric_name(n, policy.pools[n])})" for n in candidates)
-        return None, f"it asks for fabric {asked}, which no pool for {resource} provides (pools: {offered})"
-    default = policy.default_pools.get(resource)
+        return None, f"it asks for fabric {asked}, which no pool for {what} provides (pools: {offered})"
+    default = policy.default_pools.get(resource) if resource else next(
+        (n for n in fitting if policy.pools[n].default), None)
     return (default if default in fitting else fitting[0]), None
+
+
+def _extended_only(workload: Workload, gpu_resources: list[str]) -> Demand:
+    resource = gpu_resources[0] if gpu_resources else None
+    return Demand(resources=list(gpu_resources), templates={
+        t.root: TemplateGpus(extended=pod_resource_total(t, resource) if resource else 0) for t in workload.templates})
+
+
+def _count_gpus(out: Resolved, workload: Workload, demand: Demand) -> None:
+    """GPUs per Pod of each template that asks for any, from every source; a claim for all of a node's GPUs
+    counts the pool's GPUs per node (none without a pool)."""
+    per_node = out.pool.gpu.perNode if out.pool is not None else 0
+    for template in workload.templates:
+        asked = demand.templates.get(template.root)
+        if asked is None:
+            continue
+        own = asked.own.count(per_node)
+        shared = {name: gpus.count(per_node) for name, gpus in asked.shared.items()}
+        gpus = asked.extended + own + sum(shared.values())
+        if gpus <= 0:
+            continue
+        out.gpu_templates.append((template, gpus))
+        if own:
+            out.claimed_in[template.root] = own
+        if shared:
+            out.shared_in[template.root] = sum(shared.values())
+            out.shared_gpus.update(shared)
+        if asked.claims:
+            out.gpu_claims[template.root] = asked.claims
 
 
 def has_intent(workload: Workload, policy: PolicySet) -> bool:
@@ -137,20 +225,22 @@ def has_intent(workload: Workload, policy: PolicySet) -> bool:
     return any(k.startswith(prefix) and k != applied for k in (*workload.labels, *workload.annotations))
 
 
-def resolve(workload: Workload, policy: PolicySet, gpu_resources: list[str], report: Report) -> Resolved:
-    """Resolve intent; ``report(rule, path, message, hint)`` records each problem."""
+def resolve(workload: Workload, policy: PolicySet, gpu_resources: list[str], report: Report,
+            demand: Demand | None = None) -> Resolved:
+    """Resolve intent; ``report(rule, path, message, hint)`` records each problem. ``demand`` is what the
+    Pods ask for (``demand.gpu_demand``: extended resources and DRA claims); without it, the extended
+    ``gpu_resources`` alone."""
     keys = policy.keys
     labels, annotations = workload.labels, workload.annotations
     out = Resolved()
+    if demand is None:
+        demand = _extended_only(workload, gpu_resources)
     out.gpu_resources = gpu_resources
     out.gpu_resource = out.gpu_resources[0] if out.gpu_resources else None
+    out.gpu_classes = demand.gpu_classes
+    out.gpu_requests = list(demand.gpu_requests)
     out.pods = workload.pods
     out.gang_size = workload.gang_size
-    if out.gpu_resource:
-        for template in workload.templates:
-            gpus = pod_resource_total(template, out.gpu_resource)
-            if gpus > 0:
-                out.gpu_templates.append((template, gpus))
 
     # pool (label), and the fabric it must provide
     out.fabrics = fabrics_of(workload, policy)
@@ -166,20 +256,23 @@ def resolve(workload: Workload, policy: PolicySet, gpu_resources: list[str], rep
             # cloud means no node of this pool can run the workload
             foreign = {f: w for f, w in out.fabrics.items() if f in policy.platform.fabrics
                        and f != fabric_name(pool_value, policy.pools[pool_value])}
-            if foreign and out.gpu_resource:
+            if foreign and (out.gpu_resource or demand.gpu_requests):
                 out.no_pool = (f"it asks for fabric {', '.join(f'{f} ({w})' for f, w in sorted(foreign.items()))}, "
                                f"which pool {pool_value} ({fabric_name(pool_value, policy.pools[pool_value])}) "
                                "does not provide")
             else:
                 out.pool_name = pool_value
-    elif out.gpu_resource:
-        out.pool_name, out.no_pool = _default_pool(policy, out.gpu_resource, out.fabrics)
+    elif out.gpu_resource or demand.gpu_requests:
+        out.pool_name, out.no_pool = _default_pool(policy, out.gpu_resource, out.fabrics, demand.gpu_requests)
     out.pool = policy.pools.get(out.pool_name) if out.pool_name else None
+    _count_gpus(out, workload, demand)
     if out.no_pool and policy.platform.noPool == "deny":
+        hint = ("claim a DeviceClass a pool lists (Pool.spec.gpu.deviceClasses), or ask the platform team to list "
+                "this one" if demand.gpu_requests and not out.fabrics else "run it where its fabric is, or ask the "
+                "platform team for a pool")
         report(NO_POOL, f'metadata.labels["{keys.pool}"]' if out.pool_explicit else "spec",
                f"no pool fits this {workload.kind}: {out.no_pool}",
-               "run it where its fabric is, or ask the platform team for a pool (or set Platform.spec.noPool: "
-               "ignore to leave such workloads untouched)")
+               f"{hint} (or set Platform.spec.noPool: ignore to leave such workloads untouched)")
 
     # gang (annotation)
     gang_value = annotations.get(keys.gang)

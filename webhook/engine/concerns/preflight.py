@@ -32,6 +32,7 @@ from ...grammars.preflight import (
 from ...policy.vocab import Action
 from ..concern import Concern
 from ..context import Context
+from ..dra import listed_claims
 from ..paths import Path, as_dict, as_list, field_path
 from ..reads import ALL, Reads
 from ..rule import rule
@@ -128,7 +129,8 @@ def _expectations(ctx: Context, pool: PoolSpec, template: PodTemplate, spec: dic
     and the mounts it needs for that."""
     r, workload = ctx.resolved, ctx.workload
     gpus = next((n for t, n in r.gpu_templates if t.root == template.root), None)
-    vendor = GPU_VENDORS.get(r.gpu_resource or "")
+    # DRA GPUs are the pool's: the device nodes of the pool's GPU resource's vendor
+    vendor = GPU_VENDORS.get(r.gpu_resource or (r.pool.gpu.resource if r.pool is not None and r.gpu_classes else ""))
     mounts: list[dict] = []
     datasets = []
     for _, ds in r.datasets:
@@ -191,7 +193,11 @@ def _container(ctx: Context, pool: PoolSpec, trainer: dict, expect: Expectations
         "imagePullPolicy": pf.imagePullPolicy,
         "args": [COMMAND, *expect.to_args()],
         "env": env,
-        "resources": {"limits": {**pf.resources.limits, **devices}, "requests": {**pf.resources.requests, **devices}},
+        "resources": {"limits": {**pf.resources.limits, **devices}, "requests": {**pf.resources.requests, **devices},
+                      # the DRA devices the trainer gets (GPUs, the pool's NICs): a claim's devices are shared by the
+                      # containers that list it
+                      **({"claims": [{"name": n} for n in sorted(listed_claims(trainer))]}
+                         if listed_claims(trainer) else {})},
         "securityContext": security,
         "terminationMessagePath": TERMINATION_LOG,
         "terminationMessagePolicy": "FallbackToLogsOnError",  # killed before writing: the log's last line
@@ -228,4 +234,4 @@ CONCERN = Concern("preflight", rules=(RESERVED_NAME, UNAVAILABLE), mutate=mutate
                   reads=Reads(metadata=("labels", "name", "generateName"), pod=("initContainers", "volumes"),
                               container=("securityContext", "env", "volumeMounts"), init_container=(ALL,),
                               env_values=("NCCL_IB_HCA", "NCCL_SOCKET_IFNAME")),
-                  after=("nccl", "storage"))
+                  after=("rdma", "nccl", "storage"))

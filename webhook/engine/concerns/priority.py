@@ -21,7 +21,7 @@ from .enforced import conflict
 
 def mutate(ctx: Context) -> None:
     r, w = ctx.resolved, ctx.workload
-    if r.tier is None or not r.gpu_resource:
+    if r.tier is None or not (r.gpu_resource or r.gpu_classes):
         return
     name, tier = r.tier
     carried = not (capable(w.adapter, PatchedTemplates) and "priorityClassName" in w.adapter.cannot_carry)

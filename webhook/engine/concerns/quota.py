@@ -3,6 +3,12 @@
 A Job that asks for more GPUs than its namespace may ever hold is always refused: with gang
 scheduling it would sit in the queue forever. With a cluster view, the remaining quota is checked
 too, since ResourceQuota would otherwise reject some of the gang's pods at creation time.
+
+Two limits, each checked when known, the tighter one reported: a ResourceQuota on ``requests.<gpu>``
+(its ``status.used``: the namespace's Pods), and the policy's budget ``Quota.spec.gpuQuota``, a total
+over the namespace's unfinished workloads (what their Pods ask for, counted from the workloads
+themselves, so Pods not yet created count too) plus this one. Without a view of the namespace's
+workloads the budget bounds each workload alone.
 """
 
 from __future__ import annotations
@@ -23,7 +29,8 @@ PRIORITY_NOT_ALLOWED = rule("quota.priority-not-allowed", Action.deny,
 NAMESPACE_HARD = rule("quota.namespace-hard", Action.deny,
                       "more GPUs than the namespace may ever hold (ResourceQuota or Quota.gpuQuota)")
 NAMESPACE_REMAINING = rule("quota.namespace-remaining", Action.deny,
-                           "more GPUs than the namespace has free now (cluster view)")
+                           "more GPUs than the namespace has free now: its ResourceQuota's use, or its Quota.gpuQuota "
+                           "less what its other unfinished workloads hold (cluster view)")
 POOL_CAPACITY = rule("quota.pool-capacity", Action.deny, "more nodes than the pool has")
 
 
@@ -56,26 +63,53 @@ def check(ctx: Context, view: Workload, extra_gpus: int | None = None) -> None:
                        f"namespace {ns} may not use priority tier {r.tier[0]}",
                        f"use one of: {', '.join(quota.allowedPriorities) or '(none)'}")
     _pool_capacity(ctx)
-    if not (r.gpu_resource and r.total_gpus and ns):
+    if not (r.total_gpus and ns):
         return
-    hard_used = ctx.cluster.gpu_quota(ns, r.gpu_resource)
-    source = "ResourceQuota"
-    if hard_used is None and found is not None and found[1].gpuQuota is not None:
-        hard_used, source = (found[1].gpuQuota, None), f"Quota {found[0]}"  # type: ignore[assignment]
-    if hard_used is None:
-        return
-    hard, used = hard_used
+    # the namespace's ResourceQuotas count GPUs where the apiserver does: an extended resource's on
+    # requests.<resource>, a DRA class's devices on <class>.deviceclass.resource.k8s.io/devices; the budget
+    # (Quota.gpuQuota) every GPU of the workload
     needed = r.total_gpus if extra_gpus is None else extra_gpus
-    if r.total_gpus > hard:
+    share = needed / r.total_gpus
+    unit = r.gpu_unit
+    limits = []  # (hard, held by others or None, what says so, needed against it, who holds it, of what, total)
+    quota = ctx.cluster.gpu_quota(ns, r.gpu_resource) if r.gpu_resource and r.extended_gpus else None
+    if quota is not None:  # its used counts this workload's own Pods already: a scale-up needs only the added
+        limits.append((quota[0], quota[1], "ResourceQuota", round(r.extended_gpus * share), "", r.gpu_resource,
+                       r.extended_gpus))
+    for device_class in r.gpu_classes[:1] if r.claimed_gpus else ():  # one GPU type per workload
+        devices = ctx.cluster.device_quota(ns, device_class)
+        if devices is not None:
+            limits.append((devices[0], devices[1], f"ResourceQuota on {device_class}.deviceclass.resource.k8s.io/"
+                           "devices", round(r.claimed_gpus * share), "", f"{device_class} devices", r.claimed_gpus))
+    if found is not None and found[1].gpuQuota is not None:
+        identity = (view.kind, view.name) if view.name else None
+        usage = ctx.cluster.namespace_gpus(ns, r.gpu_resource, identity) if r.gpu_resource else None
+        limits.append((found[1].gpuQuota, usage.total if usage is not None else None, f"Quota {found[0]}",
+                       r.total_gpus, usage.describe() if usage is not None else "", unit, r.total_gpus))
+    if not limits:
+        return
+    over = [lim for lim in limits if lim[6] > lim[0]]
+    if over:
+        hard, _, source, _, _, what, total = min(over, key=lambda lim: lim[0])
         ctx.report(NAMESPACE_HARD, "spec.parallelism",
-                   f"needs {r.total_gpus} {r.gpu_resource}, and namespace {ns} may hold at most {hard} ({source}): "
+                   f"needs {total} {what}, and namespace {ns} may hold at most {hard} ({source}): "
                    "this job could never start", f"use at most {hard // max(r.gpus_per_pod, 1)} workers")
-    elif used is not None and needed > hard - used:
-        free = max(hard - used, 0)
-        ctx.report(NAMESPACE_REMAINING, "spec.parallelism",
-                   f"needs {needed} {r.gpu_resource}; namespace {ns} has {free} of {hard} free ({source})",
-                   "wait for running jobs to finish" + (f", or use at most {free // r.gpus_per_pod} workers"
-                                                        if r.gpus_per_pod and free >= r.gpus_per_pod else ""))
+        return
+    known = [lim for lim in limits if lim[1] is not None]
+    if not known:
+        return
+    hard, used, source, want, holders, what, _ = min(known, key=lambda lim: lim[0] - lim[1] - lim[3])
+    if want <= hard - used:
+        return
+    free = max(hard - used, 0)
+    if holders:  # the budget: what the namespace's other unfinished workloads hold, by name
+        message = (f"needs {want} {what}; the other unfinished workloads of namespace {ns} hold {used} of "
+                   f"its {hard} {what} ({source}: {holders}), {free} free")
+    else:
+        message = f"needs {want} {what}; namespace {ns} has {free} of {hard} free ({source})"
+    ctx.report(NAMESPACE_REMAINING, "spec.parallelism", message,
+               "wait for running jobs to finish" + (f", or use at most {free // r.gpus_per_pod} workers"
+                                                    if r.gpus_per_pod and free >= r.gpus_per_pod else ""))
 
 
 def _pool_capacity(ctx: Context) -> None:
@@ -92,5 +126,7 @@ def _pool_capacity(ctx: Context) -> None:
                    f"use at most {capacity} workers")
 
 
+# the name: the workload itself is not among the namespace's other workloads (a scale-up, a re-check)
 CONCERN = Concern("quota", rules=(GPUS_PER_JOB, WORKERS_PER_JOB, POOL_NOT_ALLOWED, PRIORITY_NOT_ALLOWED, NAMESPACE_HARD,
-                                  NAMESPACE_REMAINING, POOL_CAPACITY), validate=validate, reads=Reads())
+                                  NAMESPACE_REMAINING, POOL_CAPACITY), validate=validate,
+                  reads=Reads(metadata=("name",)))

@@ -1,4 +1,5 @@
-"""RDMA: the pool's NIC resources on every GPU container, its Multus networks, and IPC_LOCK.
+"""RDMA: the pool's NIC resources on every GPU container (extended resources, or a DRA claim on the pool's
+ResourceClaimTemplate), its Multus networks, and IPC_LOCK.
 
 RDMA verbs pin memory, which needs CAP_IPC_LOCK (or an unlimited memlock rlimit, which a PodSpec
 cannot set). The resource names come from the pool because they differ per cluster
@@ -12,10 +13,10 @@ from ...grammars.quantity import as_count
 from ...policy.vocab import Action, Enforceable
 from ..concern import Concern
 from ..context import Context
-from ..paths import as_dict, field_path
+from ..paths import as_dict, as_list, field_path
 from ..reads import Reads
 from ..rule import rule
-from ..workloads import PodTemplate, Workload
+from ..workloads import PatchedTemplates, PodTemplate, Workload, capable
 from .enforced import conflict
 
 MULTUS_NETWORKS = "k8s.v1.cni.cncf.io/networks"
@@ -31,8 +32,13 @@ def mutate(ctx: Context) -> None:
         _inject(ctx, pool.rdma, template)
 
 
+NIC_CLAIM = "trainadmit-rdma"  # the Pod's name for the pool's NIC claim (Pool.spec.rdma.claimTemplate)
+
+
 def _inject(ctx: Context, rdma, template: PodTemplate) -> None:
     containers = ctx.gpu_containers(template)
+    if rdma.claimTemplate and containers:
+        _nic_claim(ctx, rdma.claimTemplate, template, containers)
     for ref in containers:
         base = template.container_path(ref)
         for resource, count in rdma.resources.items():
@@ -60,6 +66,30 @@ def _inject(ctx: Context, rdma, template: PodTemplate) -> None:
             conflict(ctx, Enforceable.rdmaNetworks, path, current, wanted)
 
 
+def _nic_claim(ctx: Context, claim_template: str, template: PodTemplate, containers: list) -> None:
+    """The pool's NICs as DRA devices (DRANET): the pool's ResourceClaimTemplate claimed by the Pod, and the
+    claim listed by every GPU container (a device a container does not list is not exposed to it). A Pod that
+    already claims that template keeps its own name for the claim."""
+    w = ctx.workload
+    if capable(w.adapter, PatchedTemplates) and "resourceClaims" in w.adapter.cannot_carry:
+        return
+    source = ctx.pool_source("spec", "rdma", "claimTemplate")
+    claims_path = (*template.spec_path, "resourceClaims")
+    present = [c for c in as_list(ctx.patcher.get(claims_path)) if isinstance(c, dict)]
+    mine = next((c.get("name") for c in present if c.get("resourceClaimTemplateName") == claim_template), None)
+    if mine is None:
+        mine = NIC_CLAIM
+        ctx.inject_extend(claims_path, [({"name": mine, "resourceClaimTemplateName": claim_template}, source)], "rdma")
+    else:
+        ctx.satisfied("rdma")
+    for ref in containers:
+        path = (*template.container_path(ref), "resources", "claims")
+        if any(isinstance(c, dict) and c.get("name") == mine for c in as_list(ctx.patcher.get(path))):
+            ctx.satisfied("rdma")
+        else:
+            ctx.inject_extend(path, [({"name": mine}, source)], "rdma")
+
+
 def validate(ctx: Context, view: Workload) -> None:
     r = ctx.resolved
     if r.pool is None or r.pool.rdma is not None:
@@ -77,5 +107,5 @@ def validate(ctx: Context, view: Workload) -> None:
 
 
 CONCERN = Concern("rdma", rules=(POOL_WITHOUT_RDMA,), mutate=mutate, validate=validate,
-                  reads=Reads(metadata=("annotations",), annotations=(MULTUS_NETWORKS,),
+                  reads=Reads(metadata=("annotations",), annotations=(MULTUS_NETWORKS,), pod=("resourceClaims",),
                               container=("resources", "securityContext"), init_container=("resources",)))

@@ -2,8 +2,10 @@
 
 Admitting a Job is only half of starting it. The apiserver refuses each Pod of a Job whose
 PriorityClass does not exist (``no PriorityClass with name … was found``) long after the Job was
-stored; a Pod mounting a missing claim, attached to a missing Multus network, or queued to a
-missing Volcano Queue / Kueue LocalQueue waits forever; a PodGroup of a kind the cluster does not
+stored; a Pod mounting a missing claim, attached to a missing Multus network, claiming DRA devices
+through a missing ResourceClaimTemplate, ResourceClaim or DeviceClass, or queued to a missing
+Volcano Queue / Kueue LocalQueue waits forever; a TrainJob whose runtime does not exist never gets
+Pods; a PodGroup of a kind the cluster does not
 serve is never created, so the gang never forms. With a cluster view each such object is looked up
 and a missing one is a denial that names it and says how to create it; without a view, the
 decision lists what it could not verify (``Decision.unverified``, printed by `trainadmit check`).
@@ -18,20 +20,25 @@ from dataclasses import dataclass
 
 from ...policy.vocab import Action
 from ..clusterview import (
+    DEVICE_CLASS,
     KUEUE_LOCAL_QUEUE,
     NETWORK_ATTACHMENT,
     PERSISTENT_VOLUME_CLAIM,
     PRIORITY_CLASS,
+    RESOURCE_CLAIM_TEMPLATE,
     VOLCANO_QUEUE,
     Presence,
     RefKind,
+    ref_kind,
 )
 from ..concern import Concern
 from ..context import Context
+from ..demand import claim_kind
+from ..dra import claim_spec, device_classes, pod_claims
 from ..paths import as_dict, as_list, field_path
 from ..reads import Reads
 from ..rule import RuleId, rule
-from ..workloads import Workload
+from ..workloads import Inheriting, Workload, capable
 from .rdma import MULTUS_NETWORKS
 
 PRIORITY_CLASS_MISSING = rule("references.priority-class-missing", Action.deny,
@@ -44,6 +51,12 @@ NETWORK_MISSING = rule("references.network-missing", Action.deny,
                        "a Multus NetworkAttachmentDefinition of the pool that does not exist")
 QUEUE_MISSING = rule("references.queue-missing", Action.deny,
                      "the Volcano Queue or Kueue LocalQueue the workload is sent to does not exist")
+DEVICE_CLAIM_MISSING = rule("references.device-claim-missing", Action.deny,
+                            "a ResourceClaimTemplate or ResourceClaim a pod template's DRA claim names does not exist")
+DEVICE_CLASS_MISSING = rule("references.device-class-missing", Action.deny,
+                            "a DeviceClass a DRA claim's request names does not exist: the claim is never allocated")
+RUNTIME_MISSING = rule("references.runtime-missing", Action.deny,
+                       "the TrainingRuntime or ClusterTrainingRuntime a TrainJob names does not exist")
 
 # access modes that let the workers mount a claim, by (purpose, several nodes)
 READ_MANY = ("ReadOnlyMany", "ReadWriteMany")
@@ -73,8 +86,12 @@ class Reference:
 
 
 def validate(ctx: Context, view: Workload) -> None:
-    for ref in _references(ctx, view):
+    refs = _references(ctx, view)
+    for ref in refs:
         presence, obj = ctx.cluster.reference(ref.kind, ref.name, ref.namespace)
+        if presence is Presence.present and obj is not None and ref.kind.group == "resource.k8s.io" \
+                and ref.kind is not DEVICE_CLASS:
+            _classes_of(ctx, ref, obj, refs)
         if presence is Presence.unknown:
             ctx.unverified.append(ref.display)
         elif presence is Presence.not_served:
@@ -92,14 +109,59 @@ def validate(ctx: Context, view: Workload) -> None:
             ctx.unverified.append(f"API {api_version} (for the {companion.get('kind')} the reconciler creates)")
 
 
+def _classes_of(ctx: Context, ref: Reference, claim: dict, refs: list[Reference]) -> None:
+    """The DeviceClasses a claim's requests name: a missing one means the claim is never allocated."""
+    known = {(r.kind.kind, r.name) for r in refs}
+    for name in device_classes(claim_spec(ref.kind.kind, claim)):
+        if ("DeviceClass", name) not in known:
+            known.add(("DeviceClass", name))
+            refs.append(Reference(DEVICE_CLASS, name, None, DEVICE_CLASS_MISSING, ref.path,
+                                  f"named by {ref.display}",
+                                  f"install the DRA driver that provides DeviceClass {name}, or name an existing "
+                                  f"class in {ref.kind.kind} {ref.name} (kubectl get deviceclasses)"))
+
+
 def _consequence(ref: Reference) -> str:
     if ref.kind is PRIORITY_CLASS:
         return f'the apiserver would refuse every Pod ("no PriorityClass with name {ref.name} was found")'
-    if ref.kind is PERSISTENT_VOLUME_CLAIM:
+    if ref.kind in (PERSISTENT_VOLUME_CLAIM, RESOURCE_CLAIM_TEMPLATE) or ref.rule is DEVICE_CLAIM_MISSING:
         return "the Pods would stay Pending until it exists"
+    if ref.kind is DEVICE_CLASS:
+        return "the scheduler can never allocate the claim, so the Pods would stay Pending"
+    if ref.rule is RUNTIME_MISSING:
+        return "Trainer would never create the TrainJob's Pods"
     if ref.kind is NETWORK_ATTACHMENT:
         return "Multus would fail to attach the network and the Pods would never start"
     return "the workload would wait in a queue that never admits it"
+
+
+def _inherited(ctx: Context, view: Workload, add) -> None:
+    """A TrainJob's runtime: without it Trainer creates no Pods."""
+    adapter = view.adapter
+    ref = adapter.inherited_ref(view.obj) if capable(adapter, Inheriting) else None
+    kind = ref_kind(ref.group, ref.kind) if ref is not None else None
+    if ref is None or kind is None:
+        return
+    namespace = ctx.namespace if ref.namespaced else None
+    add(Reference(kind, ref.name, namespace, RUNTIME_MISSING, field_path(ref.path), f"the {view.kind}'s runtime",
+                  f"create {ref.kind} {ref.name} first (kubectl get {kind.plural}), or name an existing one in "
+                  f"{field_path(ref.path)}"))
+
+
+def _claims(ctx: Context, view: Workload, add) -> None:
+    """The ResourceClaimTemplates and ResourceClaims the pod templates' DRA claims name (in the workload's
+    namespace; a cluster-scoped template's claims are looked up where each workload that inherits it runs)."""
+    if not view.adapter.namespaced:
+        return
+    for template in view.templates:
+        for claim in pod_claims(template.pod_spec):
+            kind = claim_kind(claim)
+            path = field_path((*template.spec_path, "resourceClaims", claim.index))
+            field = "resourceClaimName" if claim.shared else "resourceClaimTemplateName"
+            add(Reference(kind, claim.object_name, ctx.namespace, DEVICE_CLAIM_MISSING, path,
+                          f"DRA claim {claim.name} of {template.label}",
+                          f"create {kind.kind} {claim.object_name} in namespace {ctx.namespace} before the "
+                          f"{view.kind} (apply it first), or fix {field}"))
 
 
 def _references(ctx: Context, view: Workload) -> list[Reference]:
@@ -113,6 +175,8 @@ def _references(ctx: Context, view: Workload) -> list[Reference]:
             out.append(ref)
 
     r, ns = ctx.resolved, ctx.namespace
+    _inherited(ctx, view, add)
+    _claims(ctx, view, add)
     tiers = ctx.policy.tier_by_class
     for template in view.templates:
         name = template.pod_spec.get("priorityClassName")
@@ -189,5 +253,6 @@ def _access_modes(ctx: Context, ref: Reference, claim: dict) -> None:
 
 
 CONCERN = Concern("references", rules=(PRIORITY_CLASS_MISSING, CLAIM_MISSING, CLAIM_ACCESS_MODE, NETWORK_MISSING,
-                                       QUEUE_MISSING), validate=validate,
-                  reads=Reads(pod=("priorityClassName",)))
+                                       QUEUE_MISSING, DEVICE_CLAIM_MISSING, DEVICE_CLASS_MISSING,
+                                       RUNTIME_MISSING), validate=validate,
+                  reads=Reads(pod=("priorityClassName", "resourceClaims")))

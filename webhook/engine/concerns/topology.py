@@ -16,6 +16,7 @@ from ..backends import KUEUE_REQUIRED_TOPOLOGY
 from ..concern import Concern
 from ..context import Context
 from ..decision import Source
+from ..dra import pod_claims
 from ..paths import field_path
 from ..plan import NoGang
 from ..reads import Reads
@@ -139,12 +140,24 @@ def workload_label_value(name: str) -> str:
     return f"{name[:54].rstrip('.-_')}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
 
 
-def _gpu_path(resource: str, template: PodTemplate) -> str:
+def _gpu_path(ctx: Context, resource: str, template: PodTemplate, claims: frozenset[str] = frozenset()) -> str:
+    """Where the template asks for its GPUs: the first container limit (where the kind holds it: a TrainJob's in
+    ``spec.trainer``), else the first DRA claim holding GPUs."""
     for ref in template.main_containers:
         limits = ((ref.body.get("resources") or {}).get("limits") or {})
         if resource in limits:
-            return field_path((*template.container_path(ref), "resources", "limits", resource))
+            return field_path(ctx.patcher.route((*template.container_path(ref), "resources", "limits", resource)))
+    for claim in pod_claims(template.pod_spec):
+        if claim.name in claims:
+            return field_path((*template.spec_path, "resourceClaims", claim.index))
     return field_path((*template.spec_path, "containers"))
+
+
+def _set_gpus(r, per: int) -> str:
+    """How to ask for ``per`` GPUs per Pod, in the terms the workload asks for them."""
+    if r.gpu_resource:
+        return f"{r.gpu_resource}: {per}"
+    return f"count: {per} in the claim's {r.gpu_classes[0] if r.gpu_classes else 'GPU'} request"
 
 
 def validate(ctx: Context, view: Workload) -> None:
@@ -155,11 +168,11 @@ def validate(ctx: Context, view: Workload) -> None:
     templates = {t.root: t for t in view.templates}
     for original, gpus in r.gpu_templates:
         template = templates.get(original.root, original)
-        gpu_path = _gpu_path(resource, template)
+        gpu_path = _gpu_path(ctx, resource, template, r.gpu_claims.get(original.root, frozenset()))
         if r.gpu_pods > 1 and gpus != per:
             total = r.total_gpus
             workers = max(1, ceil(total / per))
-            hint = f"set {resource}: {per} and {workers} worker{'s' if workers != 1 else ''}"
+            hint = f"set {_set_gpus(r, per)} and {workers} worker{'s' if workers != 1 else ''}"
             if workers * per != total:
                 hint += f" ({workers * per} GPUs in all)"
             ctx.report(WHOLE_NODE, gpu_path,
@@ -169,7 +182,7 @@ def validate(ctx: Context, view: Workload) -> None:
             workers = ceil(gpus / per)
             ctx.report(SINGLE_NODE_FIT, gpu_path,
                        f"requests {gpus} GPUs in one pod; nodes of pool {name} have {per}: a pod cannot "
-                       "span nodes", f"run {workers} workers with {resource}: {per} as an Indexed Job")
+                       "span nodes", f"run {workers} workers with {_set_gpus(r, per)} as an Indexed Job")
     nodes_needed = max(r.gpu_pods, 1)
     if r.level is not None and r.gpu_pods > 1:
         known = ctx.cluster.largest_domain(pool, r.level)
@@ -193,4 +206,4 @@ def validate(ctx: Context, view: Workload) -> None:
 CONCERN = Concern("topology", rules=(WHOLE_NODE, SINGLE_NODE_FIT, DOMAIN_FIT, COLOCATION_UNAVAILABLE, COLOCATION_RISK),
                   mutate=mutate, validate=validate,
                   reads=Reads(metadata=("labels", "annotations", "name"), annotations=(KUEUE_REQUIRED_TOPOLOGY,),
-                              pod=("affinity",), container=("resources",)))
+                              pod=("affinity", "resourceClaims"), container=("resources",)))

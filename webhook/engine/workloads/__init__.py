@@ -21,6 +21,9 @@ from .base import (
     GangShape,
     GangShapeProblem,
     GroupedGangs,
+    InheritedRef,
+    InheritedTemplate,
+    Inheriting,
     PatchedTemplates,
     PodTemplate,
     ResourcesOutsideTemplates,
@@ -40,12 +43,14 @@ from .kubeflow import MPIJobV1Adapter, MPIJobV2Adapter, PyTorchJobAdapter
 from .lws import LeaderWorkerSetAdapter
 from .pod import PodAdapter
 from .ray import RayClusterAdapter, RayJobAdapter
+from .runtime import ClusterTrainingRuntimeAdapter, TrainingRuntimeAdapter
 from .trainjob import TrainJobAdapter
 from .volcano import VolcanoJobAdapter
 
 ADAPTERS: tuple[Adapter, ...] = (
     JobAdapter(), PodAdapter(), PyTorchJobAdapter(), MPIJobV1Adapter(), MPIJobV2Adapter(), RayClusterAdapter(),
     RayJobAdapter(), VolcanoJobAdapter(), JobSetAdapter(), LeaderWorkerSetAdapter(), TrainJobAdapter(),
+    TrainingRuntimeAdapter(), ClusterTrainingRuntimeAdapter(),
 )
 BY_KIND: dict[tuple[str, str], Adapter] = {(v, a.kind): a for a in ADAPTERS for v in a.api_versions}
 HANDLED_KINDS: frozenset[str] = frozenset(a.kind for a in ADAPTERS)
@@ -64,6 +69,7 @@ def workload_of(obj: dict) -> Workload | None:
 
 __all__ = ["ADAPTERS", "BACKEND_IDS", "BY_KIND", "HANDLED_KINDS", "NATIVE_JOB_SCHEDULING", "NATIVE_POD_GROUP",
            "WORKLOAD_READS", "Adapter", "Aliased", "ContainerRef", "FieldType", "Gang", "GangFields", "GangMethod",
-           "GangShape", "GangShapeProblem", "GroupedGangs", "PatchedTemplates", "PodTemplate",
+           "GangShape", "GangShapeProblem", "GroupedGangs", "InheritedRef", "InheritedTemplate",
+           "Inheriting", "PatchedTemplates", "PodTemplate",
            "ResourcesOutsideTemplates", "RunLabelled", "Scale", "Skeleton", "TemplateSpec", "UntemplatedPods",
            "Workload", "adapter_for", "capable", "pod_resource_total", "resource_count", "workload_of"]

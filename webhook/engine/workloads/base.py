@@ -71,6 +71,7 @@ class TemplateSpec:
     in_gang: bool = True
     label: str = ""  # how messages name it: "Worker", "workerGroupSpecs[0] (gpu-group)"
     scale: Scale | None = None  # None: a fixed count (a Ray head, a Pod)
+    inherited: Any = None  # what the template inherits from another object (a TrainJob's runtime's Job)
 
 
 class PodTemplate:
@@ -229,6 +230,7 @@ class Adapter:
     versions: tuple[str, ...] = ("v1",)
     kind: str = ""
     plural: str = ""
+    namespaced: bool = True
     operator: str = ""  # who creates its Pods, for messages ("the Kubeflow training operator")
     # gang backend id (BACKEND_IDS) -> how this kind joins that backend's gang
     gangs: dict[str, Gang] = {}
@@ -249,6 +251,10 @@ class Adapter:
 
     def templates(self, obj: dict) -> list[TemplateSpec]:
         return []
+
+    def templates_of(self, obj: dict, inherited: dict | None) -> list[TemplateSpec]:
+        """The templates, given the object the kind inherits its Pods from (``Inheriting``; None: unknown)."""
+        return self.templates(obj)
 
     def template_roots(self, obj: dict) -> list[Path]:
         """Where the templates are (a kind with fixed places answers without counting its Pods)."""
@@ -300,15 +306,46 @@ class Aliased(Protocol):
     """Writes under some template paths really go elsewhere (a TrainJob's container resources and env
     live in ``spec.trainer``, not in its runtime patch)."""
 
-    def aliases(self, obj: dict) -> list[tuple[Path, Path]]: ...
+    def aliases(self, obj: dict, inherited: dict | None = None) -> list[tuple[Path, Path]]: ...
 
 
 @runtime_checkable
 class Skeleton(Protocol):
-    """The kind's writable template needs parents added before anything is written into it (a TrainJob's
-    runtime patch of trainadmit's own)."""
+    """The kind's writable templates need parents added before anything is written into them (a TrainJob's
+    runtime patch of trainadmit's own): ``(list path, item)`` appends and ``(path, value)`` sets, in order."""
 
-    def skeleton(self, obj: dict) -> tuple[Path, dict] | None: ...
+    def skeleton(self, obj: dict, inherited: dict | None = None) -> list[tuple[str, Path, Any]]: ...
+
+
+@dataclass(frozen=True)
+class InheritedRef:
+    """The object a workload takes its Pods from (a TrainJob's runtime): its kind and name, namespaced or
+    not (a namespaced one is in the workload's namespace), and the field that names it."""
+
+    group: str
+    version: str
+    kind: str
+    name: str
+    namespaced: bool
+    path: Path
+
+
+@runtime_checkable
+class Inheriting(Protocol):
+    """The kind's Pods come from another object as much as from its own fields (a TrainJob's from its
+    (Cluster)TrainingRuntime's template): the engine looks that object up in the cluster view and gives it
+    to ``templates_of``."""
+
+    def inherited_ref(self, obj: dict) -> InheritedRef | None: ...
+
+
+@runtime_checkable
+class InheritedTemplate(Protocol):
+    """The kind is a template other workloads inherit their Pods from (a TrainingRuntime): it is never
+    mutated, and its templates are decided by the rules that do not depend on a workload's size;
+    ``inherited_by`` names the kind that inherits it."""
+
+    inherited_by: str
 
 
 @runtime_checkable
@@ -373,11 +410,16 @@ class RunLabelled(Protocol):
 class Workload:
     """A read-only view of one object trainadmit decides on: identity, its pod templates, and sums."""
 
-    def __init__(self, obj: dict, adapter: Adapter):
+    def __init__(self, obj: dict, adapter: Adapter, inherited: dict | None = None):
         self.obj = obj
         self.adapter = adapter
+        self.inherited = inherited  # the object its Pods come from too (``Inheriting``), as the view holds it
         self.kind: str = obj.get("kind", "")
         self.api_version: str = obj.get("apiVersion", "")
+
+    def with_object(self, obj: dict) -> Workload:
+        """The same workload in another state of its object (mutated, stored), inheriting the same object."""
+        return Workload(obj, self.adapter, self.inherited)
 
     # ---- identity ---------------------------------------------------------------------------
     @cached_property
@@ -421,7 +463,8 @@ class Workload:
     # ---- templates ----------------------------------------------------------------------------
     @cached_property
     def templates(self) -> list[PodTemplate]:
-        return [self.adapter.template_view(self.obj, spec) for spec in self.adapter.templates(self.obj)]
+        specs = self.adapter.templates_of(self.obj, self.inherited)
+        return [self.adapter.template_view(self.obj, spec) for spec in specs]
 
     @cached_property
     def resource_names(self) -> list[str]:
