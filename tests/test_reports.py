@@ -13,7 +13,7 @@ from functools import cache
 
 import jsonschema
 import pytest
-from conftest import EXAMPLES, FIXTURES, load_yaml
+from conftest import BACKENDS, EXAMPLES, FIXTURES, load_yaml, write_policy
 from crd_prune import crd_schema, pruned
 
 from trainadmit.cluster.judge import Status, judge
@@ -26,6 +26,7 @@ from trainadmit.cluster.reports import (
     results_of,
     same_content,
 )
+from trainadmit.engine import load_policy
 
 REPORTS = FIXTURES / "reports"
 CRDS = {OPENREPORTS: REPORTS / "crds" / "openreports.io_reports.yaml",
@@ -68,6 +69,14 @@ def test_the_check_accepts_real_reports_and_refuses_broken_ones():
     wrong["results"][0]["owner"] = "someone"  # a field the CRD does not declare: pruned
     found = problems(wrong)
     assert any("'failed' is not one of" in p for p in found) and "pruned: results[0].owner" in found
+
+
+@pytest.fixture(scope="module")
+def policy(tmp_path_factory):
+    """The bundled policy on the cluster these reports were worked out for: 1.37 with the Workload API gates
+    declared (the bundled default declares none, and then every rack-colocated workload also warns
+    topology.colocation-risk)."""
+    return load_policy(write_policy(tmp_path_factory.mktemp("policy"), BACKENDS["native-job"]))
 
 
 def _stored(path, kind: str, name: str, namespace: str = "team-nlp", uid: str = "") -> dict:
