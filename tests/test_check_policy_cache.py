@@ -209,3 +209,15 @@ def test_a_missing_directory_is_the_loaders_error(tmp_path):
     with pytest.raises(PolicyError, match="does not exist"):
         cache.load_policy_cached(tmp_path / "missing", load_policy, tmp_path / "cache")
     assert not (tmp_path / "cache").exists()
+
+
+def test_a_cached_node_label_requirement_reads_as_the_models(policy):
+    """Messages name a pool's required node labels (hardware.matching-nodes): `check` from the policy cache
+    (records, not pydantic models) must print them as the server does."""
+    from trainadmit.policy.cache import to_record
+
+    requirements = [r for pool in policy.pools.values() for r in pool.requiredNodeLabels]
+    assert requirements
+    for requirement in requirements:
+        assert str(to_record(requirement)) == str(requirement)
+        assert requirement.key in str(requirement) and "NodeLabelRequirement(" not in str(requirement)

@@ -105,17 +105,20 @@ def test_rbac_grants_exactly_what_the_code_calls():
         ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"),
         ("admissionregistration.k8s.io", "validatingwebhookconfigurations"),
         # the preflight status: an annotation on the workloads whose Pods it reads, and Events
-        ("batch", "jobs"), ("kubeflow.org", "pytorchjobs"), ("kubeflow.org", "mpijobs"), ("ray.io", "rayclusters"),
-        ("batch.volcano.sh", "jobs"), ("", "events"),
+        ("batch", "jobs"), ("kubeflow.org", "pytorchjobs"), ("kubeflow.org", "mpijobs"), ("kubeflow.org", "tfjobs"),
+        ("kubeflow.org", "paddlejobs"), ("ray.io", "rayclusters"), ("batch.volcano.sh", "jobs"), ("", "events"),
         # the reconciler: the budgets' ResourceQuota, and one report per namespace
         ("", "resourcequotas"), ("openreports.io", "reports"), ("wgpolicyk8s.io", "policyreports")}
     # a ResourceQuota and a report are changed or deleted by name only: the ones trainadmit writes
     for resource, name in (("resourcequotas", "trainadmit-gpu-budget"), ("reports", "trainadmit"),
                            ("policyreports", "trainadmit")):
         assert {n for (g, r, v, n, ns) in granted if r == resource and v in ("update", "delete")} == {name}
-    # workloads are only patched (never created, replaced or deleted); Events and PodGroups only created
-    assert {v for g, r, v in writes if r in ("events", "podgroups")} == {"create"}
-    assert {v for g, r, v in writes if r in ("jobs", "pytorchjobs", "mpijobs", "rayclusters")} == {"patch"}
+    # workloads are only patched (never created, replaced or deleted); Events only created; PodGroups created,
+    # and patched to a resized workload's size
+    assert {v for g, r, v in writes if r == "events"} == {"create"}
+    assert {v for g, r, v in writes if r == "podgroups"} == {"create", "patch"}
+    assert {v for g, r, v in writes if r in ("jobs", "pytorchjobs", "mpijobs", "tfjobs", "paddlejobs",
+                                             "rayclusters")} == {"patch"}
     webhook_rule = next(r for r in cluster["rules"] if "admissionregistration.k8s.io" in r["apiGroups"])
     assert webhook_rule["resourceNames"] == ["trainadmit"]
     role = one(objs, "Role")
@@ -203,11 +206,12 @@ def _cel_env():
     return cel, cel.NewEnv(variables={"object": cel.Type.DYN, "oldObject": cel.Type.DYN, "request": cel.Type.DYN})
 
 
-def _selected(programs, obj: dict) -> bool:
+def _selected(programs, obj: dict, username: str = "alice") -> bool:
     adapter = adapter_for(obj.get("apiVersion"), obj.get("kind"))
     data = {"object": obj, "oldObject": None,
             "request": {"resource": {"group": adapter.group, "version": obj["apiVersion"].rsplit("/", 1)[-1],
-                                     "resource": adapter.plural}, "operation": "CREATE", "subResource": ""}}
+                                     "resource": adapter.plural}, "operation": "CREATE", "subResource": "",
+                        "userInfo": {"username": username, "groups": ["system:authenticated"]}}}
     results = [p.eval(data=data) for p in programs]
     errors = [r.plain_value() for r in results if r.type() == _cel_env()[0].Type.ERROR]
     assert not errors, errors  # an error would apply the failurePolicy: never for a well-formed object
@@ -222,6 +226,10 @@ def _objects():
     pod_of_job = load_yaml(FIXTURES / "admission-reviews" / "submitted-job.yaml")[0]["spec"]["template"]
     out.append({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "llama-0", "ownerReferences": [
         {"apiVersion": "batch/v1", "kind": "Job", "name": "llama", "uid": "u", "controller": True}]},
+        "spec": pod_of_job["spec"]})
+    out.append({"apiVersion": "v1", "kind": "Pod", "metadata": {  # a LeaderWorkerSet's Pod, from its StatefulSet
+        "name": "vllm-0", "annotations": {"trainadmit.io/applied": "{}"}, "ownerReferences": [
+            {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "vllm", "uid": "u", "controller": True}]},
         "spec": pod_of_job["spec"]})
     ops = FIXTURES / "operators"
     for path in sorted(ops.glob("*/examples/*.yaml")):
@@ -240,18 +248,26 @@ def test_match_conditions_compile_and_select_exactly_the_gpu_workloads(policy, w
     programs = [env.compile(mc["expression"]) for mc in wh["matchConditions"]]
     assert len(programs) == len(wh["matchConditions"])
     selected = skipped = 0
+    # a user, and the controllers that create children: the Job controller, an operator, the StatefulSet
+    # controller (a forged ownerReference from a user is decided; the same object from its controller is not)
+    users = ("alice", "system:serviceaccount:kube-system:job-controller", "system:kube-controller-manager",
+             "system:serviceaccount:kubeflow:training-operator", "system:serviceaccount:kube-system:statefulset-controller")
+    children = 0
     for obj in _objects():
         if which == "mutating" and capable(adapter_for(obj["apiVersion"], obj["kind"]), InheritedTemplate):
             continue  # a runtime is only validated (the rules do not send it to /mutate)
-        expected, reason = match(policy, obj, "team-nlp")
-        got = _selected(programs, obj)
-        if reason.startswith("GPUs not counted"):  # what the Pods ask for is in objects only the server's view holds
-            assert got, (obj["kind"], obj.get("metadata", {}).get("name"))
-        else:
-            assert got == (expected is not None), (obj["kind"], obj.get("metadata", {}).get("name"))
-        selected += got
-        skipped += not got
-    assert selected >= 30 and skipped >= 30
+        for user in users:
+            expected, reason = match(policy, obj, "team-nlp", {"username": user})
+            got = _selected(programs, obj, user)
+            where = (obj["kind"], obj.get("metadata", {}).get("name"), user)
+            if reason.startswith("GPUs not counted"):  # what its Pods ask for is in objects only the server's view holds
+                assert got, where
+            else:
+                assert got == (expected is not None), where
+            selected += got
+            skipped += not got
+            children += user == "alice" and got and bool(obj["metadata"].get("ownerReferences"))
+    assert selected >= 30 and skipped >= 30 and children >= 2
 
 
 def test_webhook_configurations_are_generated_from_the_adapters_and_policy():

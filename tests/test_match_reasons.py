@@ -17,7 +17,9 @@ CPU_JOB = job(gpus=0, container={"resources": {"limits": {"cpu": "4"}}})
 @pytest.mark.parametrize("obj,namespace,user,says", [
     ({"apiVersion": "apps/v1", "kind": "Deployment"}, "team-a", None,
      ["apps/v1/Deployment is left alone", "PyTorchJob", "the objects their controllers create"]),
-    (POD_OF_JOB, "team-a", None, ["Job train", "configured the Job when the Job was created", "left as the controller made this object"]),
+    (POD_OF_JOB, "team-a", {"username": "system:serviceaccount:kube-system:job-controller"},
+     ["Job train", "as system:serviceaccount:kube-system:job-controller", "configured the Job when the Job was created",
+      "left as the controller made this object"]),
     (CPU_JOB, "team-a", None, ["not a GPU workload", "nvidia.com/gpu", "trainadmit.io/"]),
     (job(), "kube-system", None, ["namespace kube-system", "exemptNamespaces"]),
 ])

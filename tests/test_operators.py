@@ -27,6 +27,8 @@ OPS = FIXTURES / "operators"
 CRDS = {
     ("kubeflow.org/v1", "PyTorchJob"): ("kubeflow-training-operator-v1/crds/kubeflow.org_pytorchjobs.yaml", "v1"),
     ("kubeflow.org/v1", "MPIJob"): ("kubeflow-training-operator-v1/crds/kubeflow.org_mpijobs.yaml", "v1"),
+    ("kubeflow.org/v1", "TFJob"): ("kubeflow-training-operator-v1/crds/kubeflow.org_tfjobs.yaml", "v1"),
+    ("kubeflow.org/v1", "PaddleJob"): ("kubeflow-training-operator-v1/crds/kubeflow.org_paddlejobs.yaml", "v1"),
     ("kubeflow.org/v2beta1", "MPIJob"): ("kubeflow-mpi-operator/crds/kubeflow.org_mpijobs.yaml", "v2beta1"),
     ("ray.io/v1", "RayCluster"): ("kuberay/crds/ray.io_rayclusters.yaml", "v1"),
     ("ray.io/v1", "RayJob"): ("kuberay/crds/ray.io_rayjobs.yaml", "v1"),
@@ -59,6 +61,13 @@ EXPECTED = [
     # trainadmit gangs the minimum, so the job can start (and shrink) with fewer workers
     ("operators/kubeflow-training-operator-v1/examples/pytorch_elastic_imagenet.yaml", 0, 2, 1),
     ("operators/kubeflow-training-operator-v1/examples/pytorch_job_mnist_nccl.yaml", 0, 2, 2),
+    # TFJob and PaddleJob: one Pod per replica of each type, replicas defaulting to 1, all in the gang
+    ("operators/kubeflow-training-operator-v1/examples/tfjob_simple.yaml", 0, 2, 2),
+    ("operators/kubeflow-training-operator-v1/examples/tfjob_multi_worker_strategy.yaml", 0, 2, 2),
+    ("operators/kubeflow-training-operator-v1/examples/tfjob_mnist_with_summaries.yaml", 0, 1, 1),
+    ("operators/kubeflow-training-operator-v1/examples/paddlejob_simple-cpu.yaml", 0, 2, 2),
+    ("operators/kueue/examples/sample-tfjob.yaml", 0, 3, 3),  # PS 1 + Worker 2
+    ("operators/kueue/examples/sample-paddlejob.yaml", 0, 2, 2),
     ("operators/kuberay/examples/ray-cluster.scheduler-plugins.yaml", 0, 3, 3),
     ("operators/kuberay/examples/ray-cluster.volcano-scheduler-queue.yaml", 1, 3, 3),
     ("operators/kuberay/examples/ray-job.pytorch-image-classifier.yaml", 0, 6, 5),  # the submitter is outside
@@ -204,9 +213,14 @@ def test_multi_node_worker_must_take_whole_nodes(policy):
     assert decide(policy, Request(_pytorchjob(3, 8))).allowed
 
 
+TRAINING_OPERATOR = {"username": "system:serviceaccount:kubeflow:training-operator"}
+JOBSET_CONTROLLER = {"username": "system:serviceaccount:jobset-system:jobset-controller-manager"}
+STATEFULSET_CONTROLLER = {"username": "system:serviceaccount:kube-system:statefulset-controller"}
+
+
 def test_pods_and_child_jobs_of_handled_kinds_are_decided_at_their_parent(policy):
-    """An operator copies the job's priorityClassName (or anything else) into its Pods: never a second
-    decision, never a conflict."""
+    """An operator copies the job's priorityClassName (or anything else) into its Pods: when the operator's
+    own ServiceAccount (its install manifests') creates them, never a second decision, never a conflict."""
     decided = decide(policy, Request(_pytorchjob(2, 8))).mutated
     template = decided["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]
     owner = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": decided["metadata"]["name"],
@@ -214,22 +228,52 @@ def test_pods_and_child_jobs_of_handled_kinds_are_decided_at_their_parent(policy
     pod = {"apiVersion": "v1", "kind": "Pod", "spec": {**deep(template["spec"]), "priorityClassName": "other"},
            "metadata": {"name": "w-0", "namespace": "team-nlp", "ownerReferences": [owner],
                         "labels": {"training.kubeflow.org/job-name": decided["metadata"]["name"]}}}
-    d = decide(policy, Request(pod))
-    assert not d.matched and d.allowed and "PyTorchJob" in d.reason
+    d = decide(policy, Request(deep(pod), user=TRAINING_OPERATOR))
+    assert not d.matched and d.allowed and "PyTorchJob" in d.reason and TRAINING_OPERATOR["username"] in d.reason
     # a JobSet's child Job and an LWS worker Pod (owned by a StatefulSet, from a decided template)
     child_job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "js-w-0", "ownerReferences": [
         {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "js", "uid": "u2", "controller": True}]},
         "spec": {"parallelism": 4, "template": {"spec": {"containers": [
             {"name": "c", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}}}
-    assert not decide(policy, Request(child_job)).matched
+    assert not decide(policy, Request(deep(child_job), user=JOBSET_CONTROLLER)).matched
     lws_pod = deep(pod)
     lws_pod["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "vllm-0",
                                                "uid": "u3", "controller": True}]
     lws_pod["metadata"]["annotations"] = dict(template["metadata"]["annotations"])
-    assert not decide(policy, Request(lws_pod)).matched
+    assert not decide(policy, Request(deep(lws_pod), user=STATEFULSET_CONTROLLER)).matched
     # the same Pod without trainadmit's provenance and with no handled owner is a Pod of its own
     lws_pod["metadata"].pop("annotations")
-    assert decide(policy, Request(lws_pod)).matched
+    assert decide(policy, Request(deep(lws_pod), user=STATEFULSET_CONTROLLER)).matched
+
+
+def test_an_ownerreference_from_anyone_but_the_controller_is_decided(policy, tmp_path):
+    """Anyone who may create Pods may write an ownerReference to their own Job: the reference alone proves
+    nothing. The same children are decided as what they are when another user (or `check`, which knows no
+    user) sends them, and a forged 8-GPU Pod is held to its own rules; a policy can name the account an
+    operator really runs as."""
+    decided = decide(policy, Request(_pytorchjob(2, 8))).mutated
+    template = decided["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]
+    owner = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": decided["metadata"]["name"],
+             "uid": "u1", "controller": True}
+    pod = {"apiVersion": "v1", "kind": "Pod", "spec": deep(template["spec"]),
+           "metadata": {"name": "w-0", "namespace": "team-nlp", "ownerReferences": [owner],
+                        "annotations": dict(template["metadata"]["annotations"])}}
+    for user in ({}, {"username": "alice"}, JOBSET_CONTROLLER):
+        assert decide(policy, Request(deep(pod), user=user)).matched, user
+    job = document("real-world/k8s-website-indexed-job.yaml", 0)
+    forged = {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "extra", "namespace": "team-vision", "ownerReferences": [
+            {"apiVersion": "batch/v1", "kind": "Job", "name": job["metadata"]["name"], "uid": "u", "controller": True}]},
+        "spec": {**deep(job["spec"]["template"]["spec"]), "containers": [
+            {"name": "c", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": 16}}}]}}
+    d = decide(policy, Request(deep(forged), user={"username": "alice"}))
+    assert d.matched and "topology.single-node-fit" in rules_of(d)  # 16 GPUs in one Pod: no node has them
+    assert not decide(policy, Request(deep(forged), user={"username": "system:serviceaccount:kube-system:job-controller"})).matched
+    renamed = load_policy(write_policy(tmp_path / "p", {"controllers": {
+        "pytorchjobs.kubeflow.org": ["system:serviceaccount:ml-platform:my-training-operator"]}}))
+    mine = {"username": "system:serviceaccount:ml-platform:my-training-operator"}
+    assert not decide(renamed, Request(deep(pod), user=mine)).matched
+    assert decide(policy, Request(deep(pod), user=mine)).matched  # not without the setting
 
 
 def test_efa_worker_gets_no_infiniband(policy, tmp_path):
@@ -334,6 +378,15 @@ def test_the_readme_operator_table_is_generated_from_the_adapters():
 
     text = (ROOT / "README.md").read_text()
     assert text[text.index(BEGIN):text.index(END) + len(END)] + "\n" == operator_table_markdown()
+
+
+def test_the_readme_resize_table_is_generated_from_the_adapters():
+    from conftest import ROOT
+
+    from trainadmit.authoring.operators import RESIZE_BEGIN, RESIZE_END, resize_table_markdown
+
+    text = (ROOT / "README.md").read_text()
+    assert text[text.index(RESIZE_BEGIN):text.index(RESIZE_END) + len(RESIZE_END)] + "\n" == resize_table_markdown()
 
 
 def test_every_template_found_is_an_instance_of_a_declared_pattern():

@@ -207,3 +207,17 @@ def test_a_rule_for_a_kind_never_decided_is_reported_at_its_line_by_lint_and_loa
     with pytest.raises(PolicyError) as err:
         load_policy(directory)
     assert [(p.line, p.field) for p in err.value.problems] == [(line, "spec.kinds[1]")]
+
+
+def test_a_controllers_key_that_names_no_kind_with_children_is_reported(tmp_path):
+    """A typo in Platform.spec.controllers would trust nobody more, silently: lint names it and the key
+    meant (and a key that is not a resource name at all does not load)."""
+    d = write_policy(tmp_path / "typo", {"controllers": {"pytorchjob.kubeflow.org": ["system:serviceaccount:a:b"]}})
+    findings, _ = lint(d)
+    [found] = [f for f in findings if "controllers" in f.field]
+    assert found.is_error and "pytorchjob.kubeflow.org is no kind" in found.message
+    assert found.fix == "did you mean pytorchjobs.kubeflow.org?"
+    good = write_policy(tmp_path / "good", {"controllers": {"statefulsets.apps": ["system:serviceaccount:a:b"]}})
+    assert not [f for f in lint(good)[0] if "controllers" in f.field]
+    with pytest.raises(PolicyError, match="controllers"):
+        load_policy(write_policy(tmp_path / "bad", {"controllers": {"Jobs Batch": ["x"]}}))

@@ -79,3 +79,32 @@ def test_annotation_is_the_companion_json(backend_policy):
         assert json.loads(ann)["spec"] == d.companions[0]["spec"]
     else:
         assert ann is None
+
+
+def test_a_resized_workloads_podgroup_follows_it(backend_policy):
+    """An accepted resize (4 -> 8 workers; UPDATEs are never mutated, so the annotation still says 4): the next
+    pass patches the PodGroup the reconciler owns to the workload's new gang size, and its GPUs."""
+    name, policy = backend_policy
+    if name not in ("coscheduling", "native-podgroup"):
+        return  # their PodGroups belong to Volcano's controller, the Job controller or Kueue
+    job = review("job-03-mutate-Job-CREATE.json")["request"]["object"]
+    d = decide(policy, Request(deep(job)))
+    api = FakeAPIServer()
+    try:
+        stored = _store_job(api, d.mutated)
+        reconciler = _reconciler(api)
+        assert reconciler.step()[0].endswith(": created")
+        before = stored["spec"]["parallelism"]
+        stored["spec"].update(parallelism=2 * before, completions=2 * before)
+        api.put_raw(f"/apis/batch/v1/namespaces/team-nlp/jobs/{stored['metadata']['name']}", stored)
+        [result] = reconciler.step()
+        assert result.endswith(f": resized {before} -> {2 * before}"), result
+        [pg] = [o for p, o in api.objects.items() if "/podgroups/" in p]
+        if name == "coscheduling":
+            gpus = int(d.companions[0]["spec"]["minResources"]["nvidia.com/gpu"])
+            assert pg["spec"]["minMember"] == 2 * before and pg["spec"]["minResources"] == {"nvidia.com/gpu": str(2 * gpus)}
+        else:
+            assert pg["spec"]["schedulingPolicy"]["gang"]["minCount"] == 2 * before
+        assert reconciler.step() == []  # the same size again: nothing to do
+    finally:
+        api.close()

@@ -3,7 +3,7 @@
 Every example and fixture Job and Pod, under every policy phase (the bundled 1.37 policy, and the
 policy retargeted at this 1.36 apiserver with each gang backend it can hold), is stored exactly as
 `trainadmit check` predicts, or refused with check's violations; a Pod of each stored Job, made as
-the Job controller would, is accepted. Then what "admit only what can start" must show: a missing
+the Job controller would (as the Job controller's ServiceAccount), is accepted. Then what "admit only what can start" must show: a missing
 PriorityClass, a missing dataset claim and a gang bigger than the usable part of a rack are refused
 with their names, and `check --old` gives the server's decision on an UPDATE.
 """
@@ -21,6 +21,7 @@ from kube_compare import Outcome, check_records, loose, normalized, predicted, r
 from kube_fixtures import APISERVER, BARE_NS, PHASES, RENDER_NS
 
 pytestmark = APISERVER
+JOB_CONTROLLER = "system:serviceaccount:kube-system:job-controller"  # the Job controller's own account
 
 
 def corpus() -> list[dict]:
@@ -87,8 +88,10 @@ def test_stored_equals_predicted_and_each_stored_job_can_start_a_pod(phase, webh
             outcomes.append(out)
             if out.stored is not None:
                 created.append(out.stored)
+        job_controller = http.impersonate(JOB_CONTROLLER)  # who creates a Job's Pods in a cluster
         for stored in [o.stored for o in outcomes if o.stored is not None and o.stored["kind"] == "Job"]:
-            created.append(http.create(job_pod(stored, 0)))  # refused at create if, e.g., its PriorityClass is missing
+            # refused at create if, e.g., its PriorityClass is missing
+            created.append(job_controller.create(job_pod(stored, 0)))
         results = _reconcile(webhook, policy)
         for out in outcomes:
             for companion in out.record.get("companions") or []:
@@ -159,7 +162,7 @@ def test_a_missing_priority_class_is_refused_by_name_until_it_exists(webhook, cl
     http.create(pc)
     try:  # the live view's watch sees the new class; the same Job is then stored, and its Pod accepted
         stored = wait_until(lambda: http.create(urgent), timeout=30, what="the Job admitted once its class exists")
-        created = http.create(job_pod(stored, 0))
+        created = http.impersonate(JOB_CONTROLLER).create(job_pod(stored, 0))
         http.delete(created)
         http.delete(stored, propagation="Background")
     finally:
@@ -203,10 +206,10 @@ def test_a_gang_bigger_than_the_usable_part_of_a_rack_is_refused_naming_the_node
         http.delete(obj, propagation="Background")
 
 
-def test_check_gives_the_servers_decision_on_an_update(webhook, cluster, tmp_path):
+def test_check_gives_the_servers_decision_on_an_update(webhook, cluster, snapshot, tmp_path):
     """A parallelism scale-up to 300 (2,400 GPUs, over the tier's team-nlp budget of 2,048): the apiserver's
-    /validate UPDATE refuses it on quota, and `trainadmit check --old` (and check on the AdmissionReview)
-    says the same."""
+    /validate UPDATE refuses it on quota and on every other rule that depends on the size (the rack), and
+    `trainadmit check --old` with a snapshot of the cluster (and check on the AdmissionReview) says the same."""
     http = cluster.http
     webhook.use("coscheduling")
     stored = http.create(job(name="scale-me", namespace="team-nlp", workers=4))
@@ -218,19 +221,20 @@ def test_check_gives_the_servers_decision_on_an_update(webhook, cluster, tmp_pat
         assert err.value.status == 403
         (tmp_path / "old.yaml").write_text(json.dumps(stored))
         (tmp_path / "new.yaml").write_text(json.dumps(scaled))
+        view = [arg for path in snapshot for arg in ("--cluster", path)]
         r = run_cli("check", str(tmp_path / "new.yaml"), "--old", str(tmp_path / "old.yaml"), "-p",
-                    str(webhook.policy_dir), "-o", "json")
+                    str(webhook.policy_dir), "-o", "json", *view)
         assert r.returncode == 1, r.stdout + r.stderr
         [record] = json.loads(r.stdout)
         rules = {v["rule"] for v in record["violations"]}
-        assert {"quota.workers-per-job", "quota.gpus-per-job", "quota.namespace-hard"} <= rules
+        assert {"quota.workers-per-job", "quota.gpus-per-job", "quota.namespace-hard", "topology.domain-fit"} <= rules
         for v in record["violations"]:
             assert f"[{v['rule']}] {v['path']}: {v['message']}" in err.value.message
         review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
                   "request": {"uid": "u", "operation": "UPDATE", "namespace": "team-nlp", "object": scaled,
                               "oldObject": stored}}
         (tmp_path / "review.json").write_text(json.dumps(review))
-        r = run_cli("check", str(tmp_path / "review.json"), "-p", str(webhook.policy_dir), "-o", "json")
+        r = run_cli("check", str(tmp_path / "review.json"), "-p", str(webhook.policy_dir), "-o", "json", *view)
         assert r.returncode == 1 and json.loads(r.stdout)[0]["violations"] == record["violations"]
     finally:
         http.delete(stored, propagation="Background")

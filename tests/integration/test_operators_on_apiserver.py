@@ -6,8 +6,9 @@ apiserver must store exactly what `trainadmit check` predicts (its structural
 schema prunes any field a CRD does not declare, so an injection the operator's CRD cannot hold shows
 up here as a difference), or refuse it with check's violations. Then, since there are no operators
 here to do it, a Pod is made from each pod template of each stored resource, owned by it as its
-operator would own it: the apiserver must accept it (a valid Pod spec, an existing PriorityClass) and
-the webhooks must leave it alone (their matchConditions skip the Pods of a decided workload).
+operator would own it and as the operator's own ServiceAccount: the apiserver must accept it (a valid Pod
+spec, an existing PriorityClass) and the webhooks must leave it alone (their matchConditions skip the Pods a
+decided workload's controller creates).
 
 The MPIJob CRD is the mpi-operator's (kubeflow.org/v2beta1): the training-operator v1 CRD has the
 same name, and a cluster holds one of them.
@@ -29,6 +30,8 @@ pytestmark = APISERVER
 NAMESPACE = "team-nlp"  # where tests/test_operators.py's gpu_job puts every example
 
 CRD_FILES = ("kubeflow-training-operator-v1/crds/kubeflow.org_pytorchjobs.yaml",
+             "kubeflow-training-operator-v1/crds/kubeflow.org_tfjobs.yaml",
+             "kubeflow-training-operator-v1/crds/kubeflow.org_paddlejobs.yaml",
              "kubeflow-mpi-operator/crds/kubeflow.org_mpijobs.yaml",
              "kuberay/crds/ray.io_rayclusters.yaml", "kuberay/crds/ray.io_rayjobs.yaml",
              "jobset/crds/jobset.x-k8s.io_jobsets.yaml", "lws/crds/leaderworkerset.x-k8s.io_leaderworkersets.yaml",
@@ -126,9 +129,11 @@ def test_operator_resources_are_stored_as_check_predicts_and_their_pods_are_vali
                 continue
             created.append(out.stored)
             calls_before = cluster.cp.webhook_calls()
+            # as the operator creates them: its own ServiceAccount (authorized here as a cluster admin)
+            operator = http.impersonate(workload_of(out.stored).adapter.controllers[0], ["system:masters"])
             for pod in pods_of(out.stored):
                 try:
-                    created.append(http.create(pod))
+                    created.append(operator.create(pod))
                     pods += 1
                 except KubeError as exc:
                     out.problems.append(f"its Pod {pod['metadata']['name']} was refused: {exc.message}")
@@ -144,3 +149,5 @@ def test_operator_resources_are_stored_as_check_predicts_and_their_pods_are_vali
     assert set(invalid) <= {"ex-jobset-host-maintenance-event-model"} and (invalid or phase != "default")
     kinds = {o.submitted["kind"] for o in outcomes if o.stored is not None}
     assert len(kinds) >= 6 and pods >= 10, (kinds, pods)  # most kinds were stored, and their Pods made
+    if phase == "default":
+        assert {"TFJob", "PaddleJob"} <= kinds, kinds

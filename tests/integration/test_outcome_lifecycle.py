@@ -154,7 +154,8 @@ def test_the_preflight_status_comes_from_the_job_controllers_pods(outcome_cluste
 
 def test_an_operators_pods_made_from_the_stored_pytorchjob_start_as_one_gang(outcome_cluster):
     """The Kubeflow example PyTorchJob asking for whole nodes (1 master + 3 workers): stored as trainadmit
-    mutated it, its Pods created from the stored templates as the training-operator names and owns them,
+    mutated it, its Pods created from the stored templates as the training-operator names and owns them (and
+    as its ServiceAccount: the webhooks leave them to it),
     the PodGroup made by the reconciler; all 4 bound in the rack that fits."""
     cp, hook = outcome_cluster.cp, outcome_cluster.webhook
     cp.install_crds(OPERATOR_CRDS / "kubeflow-training-operator-v1" / "crds" / "kubeflow.org_pytorchjobs.yaml")
@@ -167,6 +168,8 @@ def test_an_operators_pods_made_from_the_stored_pytorchjob_start_as_one_gang(out
         assert sub.admitted, sub.error
         stored = s.http.get("kubeflow.org/v1", "PyTorchJob", job["metadata"]["name"], s.namespace)
         name, uid = stored["metadata"]["name"], stored["metadata"]["uid"]
+        # as the training operator creates them: its own ServiceAccount (authorized here as a cluster admin)
+        operator = s.http.impersonate("system:serviceaccount:kubeflow:training-operator", ["system:masters"])
         for rtype, spec in stored["spec"]["pytorchReplicaSpecs"].items():
             template = spec["template"]
             for i in range(spec["replicas"]):
@@ -174,7 +177,7 @@ def test_an_operators_pods_made_from_the_stored_pytorchjob_start_as_one_gang(out
                           "training.kubeflow.org/operator-name": "pytorchjob-controller",
                           "training.kubeflow.org/replica-type": rtype.lower(),
                           "training.kubeflow.org/replica-index": str(i)}
-                s.http.create({"apiVersion": "v1", "kind": "Pod", "metadata": {
+                operator.create({"apiVersion": "v1", "kind": "Pod", "metadata": {
                     "name": f"{name}-{rtype.lower()}-{i}", "namespace": s.namespace, "labels": labels,
                     "annotations": dict((template.get("metadata") or {}).get("annotations") or {}),
                     "ownerReferences": [{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": name,

@@ -10,12 +10,13 @@ UTF-8, a missing directory).
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import itertools
 from pathlib import Path
 
 from ..engine import RULES
-from ..engine.workloads import HANDLED_KINDS
+from ..engine.workloads import HANDLED_KINDS, OWNERS
 from ..policy import PolicySet
 from ..policy.loader import LoadReport, PolicyProblem, inspect_policy_dir, sort_key
 from ..policy.models import LABEL_KEY_RE, Enforceable, GangBackend
@@ -87,6 +88,14 @@ def semantic_findings(report: LoadReport) -> list[PolicyProblem]:
                f"{item.value} is enforced, but no setting of this policy ever sets it (backend "
                f"{spec.gang.backend.value}); the enforcement can never apply",
                f"remove {item.value} from spec.enforce, or add the setting that sets it", shown_as="spec.enforce")
+    # children trusted from controllers of kinds that create none: a typo, which would trust nobody more
+    owners = sorted(o.resource for o in OWNERS)
+    for resource in spec.controllers:
+        if resource not in owners:
+            close = difflib.get_close_matches(resource, owners, n=1)
+            at("Platform", platform_name, ("spec", "controllers", resource),
+               f"{resource} is no kind whose Pods or child objects trainadmit leaves to their controller",
+               f"did you mean {close[0]}?" if close else f"use one of: {', '.join(owners)}")
     for key in (policy.keys.pool, policy.keys.applied):
         if not LABEL_KEY_RE.match(key):
             at("Platform", platform_name, ("spec", "intentPrefix"), f"intent key {key!r} is not a valid Kubernetes "

@@ -21,6 +21,7 @@ import yaml
 from ..engine.concerns.intent import MIG_PREFIX
 from ..engine.workloads import (
     ADAPTERS,
+    OWNERS,
     Adapter,
     InheritedTemplate,
     Inheriting,
@@ -38,15 +39,16 @@ HEADER = """\
 # evaluated by the apiserver itself) only GPU workloads or objects that carry trainadmit intent: an
 # outage of trainadmit can delay GPU training submissions, and nothing else. Objects a handled
 # workload's controller created (a Job's Pods, a JobSet's Jobs, an operator's Pods, Pods from a
-# template trainadmit decided) are skipped: their parent already carries the configuration, and
-# skipping them saves one webhook call per Pod.
+# template trainadmit decided) are skipped when that controller created them (request.userInfo is its
+# ServiceAccount): their parent already carries the configuration, and skipping them saves one webhook
+# call per Pod. Anyone else's object is decided as what it is, whatever ownerReference it carries.
 #
 # Mutating: failurePolicy Ignore (a slow or absent mutating webhook does not reject by itself; the
 # validating webhook then refuses the unmutated GPU object with a message that says what happened);
 # reinvocationPolicy IfNeeded (mutation is idempotent). Validating: failurePolicy Fail (the backstop
 # that guarantees no GPU workload starts without its gang, quota and topology checks; 3 replicas, a
 # PodDisruptionBudget and readiness on a loaded policy keep it available; break-glass:
-# docs/install.md). UPDATE is validated (a scale-up is checked against quota); DELETE is never sent.
+# docs/install.md). UPDATE is validated (a resize runs the rules that depend on the size again); DELETE is never sent.
 # sideEffects None: admission creates nothing; PodGroups come from the reconciler.
 """
 
@@ -141,19 +143,26 @@ def _intent(policy: PolicySet) -> str:
             f"(has(object.metadata.annotations) && object.metadata.annotations.exists(k, k.startsWith('{prefix}')))")
 
 
+def _cel_list(values: list[str]) -> str:
+    return "[" + ", ".join("'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'" for v in values) + "]"
+
+
 def _not_a_child(policy: PolicySet) -> str:
-    """CEL: no controller owner is a handled kind, and a controller-owned object does not come from a
-    template trainadmit decided (``decide.match`` says the same)."""
-    owners = []
-    for adapter in ADAPTERS:
-        if isinstance(adapter, PodAdapter):
-            continue
-        versions = " || ".join(f"o.apiVersion == '{v}'" for v in adapter.api_versions)
-        owners.append(f"(o.kind == '{adapter.kind}' && ({versions}))")
+    """CEL: the object is not a child its controller created. A controller ownerReference counts only when
+    the request comes from that controller's users (``workloads.OWNERS`` and Platform.spec.controllers), and
+    for a kind trainadmit does not decide, only with trainadmit's provenance annotation
+    (``decide.made_by_controller`` says the same)."""
     applied = policy.keys.applied
+    owners = []
+    for owner in OWNERS:
+        versions = " || ".join(f"o.apiVersion == '{v}'" for v in owner.api_versions)
+        users = list(dict.fromkeys((*owner.users, *policy.platform.controllers.get(owner.resource, ()))))
+        clause = f"o.kind == '{owner.kind}' && ({versions}) && request.userInfo.username in {_cel_list(users)}"
+        if not owner.decided:
+            clause += f" && has(object.metadata.annotations) && '{applied}' in object.metadata.annotations"
+        owners.append(f"({clause})")
     return ("!has(object.metadata.ownerReferences) || !object.metadata.ownerReferences.exists(o, "
-            "has(o.controller) && o.controller && (" + " || ".join(owners)
-            + f" || (has(object.metadata.annotations) && '{applied}' in object.metadata.annotations)))")
+            "has(o.controller) && o.controller && (" + " || ".join(owners) + "))")
 
 
 def _selects(adapter: Adapter) -> str:

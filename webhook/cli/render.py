@@ -81,6 +81,22 @@ def _unverified(decision: Decision, options: Options) -> str:
     return f"  ? not verified without a cluster view: {', '.join(decision.unverified)}"
 
 
+def pods_text(summary: dict) -> str:
+    """The Pods of a decided workload as what they are: the GPU workers grouped by GPUs per Pod, then the
+    roles that request none (two 8-GPU workers and a CPU launcher: "2 \u00d7 8 nvidia.com/gpu + 1 CPU launcher")."""
+    resource = summary.get("gpuResource")
+    by_gpus: dict[int, int] = {}
+    others: dict[str, int] = {}
+    for role in summary.get("roles") or ():
+        if role["gpus"]:
+            by_gpus[role["gpus"]] = by_gpus.get(role["gpus"], 0) + role["pods"]
+        else:
+            others[role["role"]] = others.get(role["role"], 0) + role["pods"]
+    parts = [f"{pods} × {gpus} {resource}" for gpus, pods in sorted(by_gpus.items(), reverse=True)]
+    parts += [f"{pods} CPU {role}" for role, pods in others.items()]
+    return " + ".join(parts) or f"{summary.get('pods')} × {summary.get('gpusPerPod')} {resource}"
+
+
 def text(item: Item, decision: Decision, options: Options | None = None) -> str:
     options = options or Options()
     head = f"{item.label}: {identity(item, options.namespace)}: "
@@ -91,7 +107,7 @@ def text(item: Item, decision: Decision, options: Options | None = None) -> str:
     if decision.allowed:
         detail = ""
         if s.get("gpuResource"):
-            detail = (f" (pool {s.get('pool')}, {s.get('pods')} × {s.get('gpusPerPod')} {s.get('gpuResource')}, "
+            detail = (f" (pool {s.get('pool')}, {pods_text(s)}, "
                       f"gang {s.get('gang')}, topology {s.get('topology') or '-'}, "
                       f"priority {s.get('priority') or '-'})")
         lines.append(head + "ADMITTED" + detail)

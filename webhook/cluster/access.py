@@ -28,9 +28,10 @@ LEASE_PERMISSIONS: tuple[Permission, ...] = (
 
 def reconciler_permissions() -> tuple[Permission, ...]:
     """List the workloads that may ask for a PodGroup (every kind, CRDs that are not installed included:
-    a 404 is skipped, a 403 would stop the pass) and create the PodGroups."""
+    a 404 is skipped, a 403 would stop the pass), create the PodGroups, and read and patch one whose
+    workload was resized."""
     lists = sorted({(group, plural) for group, _, plural in podgroup_kinds()})
     plurals = sorted(set(PLURALS.values()))
     return (*(Permission(group, plural, ("list",)) for group, plural in lists),
-            *(Permission(group, plural, ("create",)) for group in PODGROUP_GROUPS for plural in plurals),
+            *(Permission(group, plural, ("create", "get", "patch")) for group in PODGROUP_GROUPS for plural in plurals),
             *budget.PERMISSIONS, *report_writer.PERMISSIONS)

@@ -27,6 +27,7 @@ from typing import Any
 
 from ..engine import Decision, Request, decide
 from ..engine.clusterview import ClusterView
+from ..engine.decide import controller_user
 from ..engine.decision import Injection, Source
 from ..engine.paths import field_path, get_path
 from ..policy import PolicySet
@@ -131,7 +132,9 @@ def judge(policy: PolicySet, obj: Any, cluster: ClusterView | None = None, names
     meta = obj.get("metadata") if isinstance(obj, dict) else None
     meta = meta if isinstance(meta, dict) else {}
     ns = str(meta.get("namespace") or namespace or "default")
-    decision = decide(policy, Request(obj, operation="CREATE", namespace=ns, phase="mutate"), cluster)
+    # asked as its controller would ask: a stored child was made by it (its creator is not stored)
+    decision = decide(policy, Request(obj, operation="CREATE", namespace=ns, user=controller_user(obj), phase="mutate"),
+                      cluster)
     verdict = Verdict(str(obj.get("apiVersion", "")) if isinstance(obj, dict) else "",
                       str(obj.get("kind", "")) if isinstance(obj, dict) else "", ns,
                       str(meta.get("name") or meta.get("generateName") or "<unnamed>"), str(meta.get("uid") or ""),

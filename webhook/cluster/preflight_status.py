@@ -29,8 +29,8 @@ from .lease import LeaderLease
 # (group, plural) of the workloads whose controller owns their Pods directly: the ones that get the
 # annotation (a JobSet's or TrainJob's Pods belong to batch Jobs; a LeaderWorkerSet's to StatefulSets)
 POD_OWNERS: tuple[tuple[str, str], ...] = (
-    ("batch", "jobs"), ("kubeflow.org", "pytorchjobs"), ("kubeflow.org", "mpijobs"), ("ray.io", "rayclusters"),
-    ("batch.volcano.sh", "jobs"),
+    ("batch", "jobs"), ("kubeflow.org", "pytorchjobs"), ("kubeflow.org", "mpijobs"), ("kubeflow.org", "tfjobs"),
+    ("kubeflow.org", "paddlejobs"), ("ray.io", "rayclusters"), ("batch.volcano.sh", "jobs"),
 )
 PERMISSIONS: tuple[Permission, ...] = (
     Permission("", "pods", ("list",)),  # the preflight results, in init container statuses

@@ -11,6 +11,12 @@ custom resources whose adapters gang through their templates) and creates each P
 its workload, so that garbage collection deletes it with the workload. Only the holder of the Lease
 ``trainadmit-reconciler`` writes. A kind whose CRD is not installed is skipped.
 
+A resize (an UPDATE of the workload's counts, validated and never mutated, so the annotation keeps the size of
+the CREATE) is carried through here: the PodGroup's size is the workload's gang size as its adapter reads the
+stored object now (``minMember``, native ``minCount``, and the GPUs of ``minResources``), and an existing
+PodGroup of another size is patched to it. A native PodGroup of ``scheduling.k8s.io/v1alpha2`` (Kubernetes
+1.36) cannot change its ``schedulingPolicy``; the engine refuses those resizes, and one found here is reported.
+
 The budgets (``cluster.budget``) and the reports (``cluster.report_writer``) take the policy of the
 served directory, as the workers do, reloaded when it changes; each part's failure is logged and
 leaves the others running.
@@ -23,7 +29,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..engine.workloads import ADAPTERS, GangMethod
+from ..engine.workloads import ADAPTERS, GangMethod, pod_resource_total, workload_of
 from .lease import LeaderLease
 
 PLURALS = {"PodGroup": "podgroups"}
@@ -66,7 +72,7 @@ class PodGroupReconciler:
                               ownerReferences=[{"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"),
                                                 "name": meta.get("name"), "uid": meta.get("uid"), "controller": True,
                                                 "blockOwnerDeletion": True}])
-        return pg
+        return sized(pg, obj)
 
     def ensure(self, pg: dict) -> str:
         from kubernetes.client.exceptions import ApiException
@@ -77,12 +83,27 @@ class PodGroupReconciler:
             self.custom.create_namespaced_custom_object(group, version, meta["namespace"], PLURALS[pg["kind"]], pg)
         except ApiException as exc:
             if exc.status == 409:
-                return "exists"
+                return self.follow(pg)
             if exc.status == 404:
                 return f"{pg['apiVersion']} {pg['kind']} is not served by this cluster (CRD or feature gate missing)"
             raise
         self.created.append(f"{meta['namespace']}/{meta['name']}")
         return "created"
+
+    def follow(self, pg: dict) -> str:
+        """An existing PodGroup: patched to the size ``pg`` asks for when its own differs ("resized N -> M")."""
+        group, version = pg["apiVersion"].split("/", 1)
+        meta = pg["metadata"]
+        current = self.custom.get_namespaced_custom_object(group, version, meta["namespace"], PLURALS[pg["kind"]],
+                                                           meta["name"])
+        change = size_change(current.get("spec") or {}, pg.get("spec") or {})
+        if not change:
+            return "exists"
+        if pg["apiVersion"].endswith("/v1alpha2"):
+            return f"cannot resize to {gang_size(pg['spec'])}: schedulingPolicy is immutable in {pg['apiVersion']}"
+        self.custom.patch_namespaced_custom_object(group, version, meta["namespace"], PLURALS[pg["kind"]],
+                                                   meta["name"], {"spec": change})
+        return f"resized {gang_size(current.get('spec') or {})} -> {gang_size(pg['spec'])}"
 
     def _workloads(self) -> list[dict]:
         from kubernetes.client.exceptions import ApiException
@@ -132,6 +153,46 @@ class PodGroupReconciler:
             except Exception as exc:
                 self.log(f"reconciler: pass failed: {exc!r}")
             stop.wait(interval)
+
+
+def gang_size(spec: dict) -> object:
+    """A PodGroup spec's gang size: coscheduling's and Volcano's ``minMember``, the native ``minCount``."""
+    if "minMember" in spec:
+        return spec["minMember"]
+    return ((spec.get("schedulingPolicy") or {}).get("gang") or {}).get("minCount")
+
+
+def sized(pg: dict, obj: dict) -> dict:
+    """``pg`` at the size of the workload ``obj`` as it is stored now: its adapter's gang size, and the
+    GPUs of every Pod that runs at once in ``minResources`` (the workload may have been resized since
+    admission wrote the annotation)."""
+    workload = workload_of(obj)
+    spec = pg.get("spec")
+    if workload is None or not isinstance(spec, dict):
+        return pg
+    size = workload.gang_size
+    if "minMember" in spec:
+        spec["minMember"] = size
+    gang = (spec.get("schedulingPolicy") or {}).get("gang")
+    if isinstance(gang, dict) and "minCount" in gang:
+        gang["minCount"] = size
+    resources = spec.get("minResources")
+    if isinstance(resources, dict):
+        for name in resources:
+            resources[name] = str(sum(t.pods * pod_resource_total(t, name) for t in workload.templates))
+    return pg
+
+
+def size_change(current: dict, wanted: dict) -> dict:
+    """The merge patch that gives the PodGroup spec ``current`` the size of ``wanted`` ({}: the same)."""
+    change: dict = {}
+    for key in ("minMember", "minResources"):
+        if key in wanted and current.get(key) != wanted[key]:
+            change[key] = wanted[key]
+    count = gang_size(wanted) if "minMember" not in wanted else None
+    if count is not None and gang_size(current) != count:
+        change["schedulingPolicy"] = {"gang": {"minCount": count}}
+    return change
 
 
 @dataclass

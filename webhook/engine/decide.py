@@ -9,7 +9,10 @@ keyed by exactly what that stage reads), `trainadmit check`, `policy test`. It r
      one Patcher, record provenance, then validate the mutated object.
    - CREATE on ``/validate``: the same mutations run on a scratch copy of the object as received; whatever
      they would still inject is missing (``final_state``); the rules see the received object.
-   - UPDATE: never mutated; a ``parallelism`` scale-up is checked against quota. DELETE and CONNECT pass.
+   - UPDATE: never mutated; one that resizes the workload (any of its kind's count fields, its GPUs per Pod)
+     runs again every rule whose answer depends on the size (``rule(..., resize=...)``: domain fit,
+     capacity, whole-node, gang shape, workers and GPUs per job, quota, whether the gang can follow the
+     resize). DELETE and CONNECT pass.
 2. The rules on the whole object (custom CEL rules, which read whatever their expressions name) run on the
    object as it will be stored: the received object with the patch applied on ``/mutate``.
 """
@@ -20,7 +23,7 @@ from typing import Any
 
 from ..policy import PolicySet
 from .clusterview import COMPANION_KINDS, ClusterView, NoCluster, Presence, ref_kind
-from .concerns import final_state, freshness, quota
+from .concerns import final_state, freshness
 from .concerns.intent import Resolved, gpu_resources_of, has_intent, resolve
 from .concerns.shape import MALFORMED, shape_problems
 from .context import Context
@@ -29,14 +32,26 @@ from .demand import Demand, gpu_demand
 from .patch import Patcher, replay
 from .plan import make_plan
 from .reads import projection
-from .registry import INJECTING, MUTATIONS, READS, TEMPLATE_VALIDATIONS, VALIDATIONS, WHOLE_OBJECT_VALIDATIONS
+from .registry import (
+    INJECTING,
+    MUTATIONS,
+    READS,
+    RESIZE_RULES,
+    RESIZE_VALIDATIONS,
+    TEMPLATE_VALIDATIONS,
+    VALIDATIONS,
+    WHOLE_OBJECT_VALIDATIONS,
+)
 from .request import Request
+from .rule import Resize
 from .workloads import (
     HANDLED_KINDS,
+    OWNER_BY_KIND,
     Aliased,
     InheritedTemplate,
     Inheriting,
     Skeleton,
+    UntemplatedPods,
     Workload,
     adapter_for,
     capable,
@@ -55,6 +70,54 @@ def exempt_user(policy: PolicySet, user: dict | None) -> str:
             if exempt:
                 return f"group {exempt[0]} is exempt (Platform.spec.exemptGroups): left alone"
     return ""
+
+
+def made_by_controller(policy: PolicySet, workload: Workload, user: dict | None) -> str:
+    """Why ``workload`` is left alone as its controller's work, or "" to decide it as what it is.
+
+    Anyone who may create Pods may write any ownerReference, so the reference alone proves nothing: the
+    object counts as its controller's only when the request comes from that controller (the kind's
+    operator or built-in controller, ``workloads.OWNERS``, or a user the policy names for it in
+    ``Platform.spec.controllers``). A kind trainadmit does not decide itself (a LeaderWorkerSet's
+    StatefulSet) vouches only for children that carry a template trainadmit decided (its provenance
+    annotation). The generated webhook matchConditions say the same (``authoring.webhooks``)."""
+    ref = workload.controller
+    if ref is None:
+        return ""
+    api_version, kind, name = ref.get("apiVersion"), ref.get("kind"), user.get("username") if user else None
+    if not (isinstance(api_version, str) and isinstance(kind, str) and isinstance(name, str)):
+        return ""
+    owner = OWNER_BY_KIND.get((api_version, kind))
+    if owner is None:
+        return ""
+    if name not in owner.users and name not in policy.platform.controllers.get(owner.resource, ()):
+        return ""
+    if owner.decided:
+        parent = adapter_for(api_version, kind)
+        operator = parent.operator if parent is not None else name
+        return (f"created by {kind} {ref.get('name')} as {name}: trainadmit configured the {kind} when the {kind} "
+                f"was created, and {operator} copied that configuration here, so this object is left as the "
+                "controller made this object")
+    if policy.keys.applied in workload.annotations:
+        return (f"created by {kind} {ref.get('name')} as {name} from a pod template trainadmit already decided (it "
+                f"carries {policy.keys.applied})")
+    return ""
+
+
+def controller_user(obj: Any) -> dict:
+    """The user the controller named by ``obj``'s controller ownerReference makes its requests as (the first it
+    is declared with), or {} when no declared controller owns it: for a stored object whose creator is no
+    longer known (audit judges a stored child through its parent, as admission did when its controller made
+    it)."""
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    refs = meta.get("ownerReferences") if isinstance(meta, dict) else None
+    for ref in refs if isinstance(refs, list) else ():
+        if isinstance(ref, dict) and ref.get("controller") is True:
+            api_version, kind = ref.get("apiVersion"), ref.get("kind")
+            owner = OWNER_BY_KIND.get((api_version, kind)) if isinstance(api_version, str) and isinstance(
+                kind, str) else None
+            return {"username": owner.users[0]} if owner is not None and owner.users else {}
+    return {}
 
 
 def match(policy: PolicySet, obj: Any, namespace: str | None, user: dict | None = None,
@@ -86,17 +149,9 @@ def matched(policy: PolicySet, obj: Any, namespace: str | None, user: dict | Non
                             "decided through them)")
     if policy.is_exempt(namespace):
         return None, None, f"namespace {namespace} is exempt (Platform.spec.exemptNamespaces): left alone"
-    owner = workload.controller
-    if owner is not None:
-        parent = adapter_for(owner.get("apiVersion"), owner.get("kind"))
-        if parent is not None:
-            kind = owner.get("kind")
-            return None, None, (f"created by {kind} {owner.get('name')}: trainadmit configured the {kind} when the "
-                                f"{kind} was created, and {parent.operator} copied that configuration here, so this "
-                                "object is left as the controller made this object")
-        if policy.keys.applied in workload.annotations:
-            return None, None, (f"created by {owner.get('kind')} {owner.get('name')} from a pod template trainadmit "
-                                f"already decided (it carries {policy.keys.applied})")
+    by_controller = made_by_controller(policy, workload, user)
+    if by_controller:
+        return None, None, by_controller
     workload, runtime = inherit(policy, workload, cluster, namespace)
     demand = gpu_demand(workload, policy, cluster,
                         (namespace or "default") if workload.adapter.namespaced else None)
@@ -237,8 +292,9 @@ def _template_kind(ctx: Context, demand: Demand | None) -> Decision:
 
 
 def _non_create(ctx: Context) -> Decision:
-    """UPDATE: never mutate; validate a scale-up (more Pods, so more GPUs) against quota.
-    DELETE/CONNECT pass."""
+    """UPDATE: never mutate; a resize runs again every rule whose answer depends on the workload's size, on
+    the object as it will be stored (a rule that only a growth can break, when it grows). DELETE/CONNECT
+    pass."""
     request, workload, policy = ctx.request, ctx.workload, ctx.policy
     decision = Decision(matched=True, generation=policy.generation,
                         reason=f"{request.operation}: trainadmit mutates on CREATE only")
@@ -250,17 +306,32 @@ def _non_create(ctx: Context) -> Decision:
     ctx.resolved = resolve(workload, policy, gpu_resources_of(workload, policy), ignore,
                            gpu_demand(workload, policy, cluster, ctx.namespace))
     # the stored object is well-formed in a cluster; a malformed one (a captured or fuzzed review)
-    # counts as holding nothing, so the whole new size is checked
-    before = Resolved(pods=0) if shape_problems(old) else resolve(
-        old, policy, gpu_resources_of(old, policy), ignore, gpu_demand(old, policy, cluster, ctx.namespace))
-    added = ctx.resolved.total_gpus - before.total_gpus
-    if added > 0:
-        ctx.plan = make_plan(workload, ctx.resolved, policy, ctx.cluster)
-        quota.check(ctx, workload, extra_gpus=added)
-        decision.reason = f"UPDATE: {before.pods} -> {ctx.resolved.pods} pods checked against quota"
+    # counts as holding nothing, so the whole new size is checked as a growth
+    before = None if shape_problems(old) else (old, resolve(old, policy, gpu_resources_of(old, policy), ignore,
+                                                            gpu_demand(old, policy, cluster, ctx.namespace)))
+    ctx.plan = make_plan(workload, ctx.resolved, policy, ctx.cluster, before, update=True)
+    resize = ctx.plan.resize
+    if resize is not None:
+        for concern in RESIZE_VALIDATIONS:
+            concern.validate(ctx, workload)  # type: ignore[misc]
+        ctx.violations = [v for v in ctx.violations
+                          if RESIZE_RULES.get(v.rule) is Resize.any or (resize.grown and v.rule in RESIZE_RULES)]
+        decision.reason = (f"UPDATE: resized from {resize.pods[0]} to {resize.pods[1]} Pods ({resize.gpus[0]} to "
+                           f"{resize.gpus[1]} GPUs); the rules that depend on the size ran again")
     decision.violations = ctx.violations
     decision.whole_object_rules = True
     return decision
+
+
+def roles(workload: Workload, resolved: Resolved) -> list[dict]:
+    """The Pods that run at once, per template, as what they are: the GPU workers with their GPUs per Pod,
+    and the launchers, heads, submitters and initializers that request none."""
+    gpus = {t.root: n for t, n in resolved.gpu_templates}
+    out = [{"role": t.role, "pods": t.pods, "gpus": gpus.get(t.root, 0)} for t in workload.templates if t.pods]
+    adapter = workload.adapter
+    if capable(adapter, UntemplatedPods) and adapter.untemplated_pods(workload.obj):
+        out.append({"role": adapter.untemplated_role, "pods": adapter.untemplated_pods(workload.obj), "gpus": 0})
+    return out
 
 
 def _summary(ctx: Context) -> dict:
@@ -268,7 +339,7 @@ def _summary(ctx: Context) -> dict:
     return {
         "kind": ctx.workload.kind, "name": ctx.workload.display_name, "namespace": ctx.namespace,
         "pool": r.pool_name, "gpuResource": r.gpu_unit if r.gpu_templates else r.gpu_resource,
-        "gpusPerPod": r.gpus_per_pod, "pods": r.pods,
+        "gpusPerPod": r.gpus_per_pod, "pods": r.pods, "workers": r.gpu_pods, "roles": roles(ctx.workload, r),
         "scale": plan.scale.as_dict(),
         "gang": plan.gang.backend or "none", "topology": r.level_name if r.pods > 1 else None,
         "priority": r.tier[0] if r.tier else None,

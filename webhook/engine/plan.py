@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from ..policy import PolicySet
 from ..policy.policyset import TOPOLOGY_GATE
 from ..policy.vocab import GangBackend
+from .applied import read_applied
 from .backends import (
     JOBSET_EXCLUSIVE,
     KUEUE_QUEUE,
@@ -125,12 +126,37 @@ class Scale:
 
 
 @dataclass(frozen=True)
+class ResizePlan:
+    """An UPDATE that changes the workload's counts (Pods or GPUs of a template, or its gang's size): the
+    sizes before and after, whether it grows (a limit can only be broken by growing), the gang the workload
+    got when it was created (its provenance annotation; "" when it got none, None when nothing says), and
+    that gang's size field: its value before and after, and the size the gang needs now."""
+
+    pods: tuple[int, int] = (0, 0)
+    gpu_pods: tuple[int, int] = (0, 0)
+    gpus: tuple[int, int] = (0, 0)
+    gang_size: tuple[int, int] = (0, 0)
+    grown: bool = False
+    created_gang: str | None = None
+    size_field: Path | None = None
+    size_values: tuple[object, object] = (None, None)
+    # the gang size the workload needed before and needs now, whatever its size field says: the size field
+    # held the whole workload when it equalled the first (as trainadmit writes it), else a minimum of the user's
+    needed: tuple[int, int] = (0, 0)
+
+    @property
+    def added_gpus(self) -> int:
+        return self.gpus[1] - self.gpus[0]
+
+
+@dataclass(frozen=True)
 class Plan:
     target: Target = field(default_factory=Target)
     gang: GangPlan = GangPlan()
     colocation: Colocation = Colocation()
     pool_templates: tuple[PodTemplate, ...] = ()  # get the pool's placement, RDMA, NCCL, storage, preflight
     scale: Scale = Scale()
+    resize: ResizePlan | None = None  # an UPDATE that resizes the workload
 
 
 # ---- the decisions --------------------------------------------------------------------------------
@@ -261,8 +287,66 @@ def plan_scale(workload: Workload) -> Scale:
     return Scale(tuple(products), tuple(follow), largest)
 
 
-def make_plan(workload: Workload, resolved: Resolved, policy: PolicySet, cluster: ClusterView) -> Plan:
+def _shape(workload: Workload, resolved: Resolved) -> tuple:
+    gpus = {t.root: n for t, n in resolved.gpu_templates}
+    return (tuple((t.root, t.pods, gpus.get(t.root, 0)) for t in workload.templates), workload.pods,
+            workload.gang_size)
+
+
+def _without(obj: dict, path: Path) -> dict:
+    """``obj`` without the field at ``path`` (copies along the path only)."""
+    if not path:
+        return obj
+    head, rest = path[0], path[1:]
+    if not isinstance(obj, dict) or head not in obj:
+        return obj
+    out = dict(obj)
+    if rest:
+        out[head] = _without(obj[head], rest) if isinstance(obj[head], dict) else obj[head]
+    else:
+        del out[head]
+    return out
+
+
+def _needed(workload: Workload, size_field: Path) -> int:
+    """The gang size ``workload`` needs with nothing in its gang's size field (the whole gang, as the adapter
+    counts it)."""
+    bare = _without(workload.obj, size_field)
+    return workload.adapter.gang_size(bare, workload.adapter.templates(bare))
+
+
+def plan_resize(before: tuple[Workload, Resolved] | None, workload: Workload, resolved: Resolved,
+                policy: PolicySet) -> ResizePlan | None:
+    """What an UPDATE changes in the workload's size, or None when it changes none of its counts. ``before``
+    is the stored object and its intent (None: unreadable, so the whole new size counts as growth)."""
+    if before is not None and _shape(*before) == _shape(workload, resolved):
+        return None
+    old, old_r = before if before is not None else (None, Resolved(pods=0, gang_size=0))
+    applied = read_applied(old.obj, policy) if old is not None else None
+    created = applied.get("gang") if applied is not None else None
+    created_gang = None if not isinstance(created, str) else "" if created == "none" else created
+    size_field: Path | None = None
+    values: tuple[object, object] = (None, None)
+    needed = (old.gang_size if old is not None else 0, workload.gang_size)
+    if created_gang:
+        size_field = workload.adapter.gang(created_gang).size_path
+        if size_field is not None:
+            values = (get_path(old.obj, size_field) if old is not None else None, get_path(workload.obj, size_field))
+            needed = (_needed(old, size_field) if old is not None else 0, _needed(workload, size_field))
+    grown = (resolved.total_gpus > old_r.total_gpus or resolved.gpu_pods > old_r.gpu_pods
+             or resolved.pods > old_r.pods)
+    return ResizePlan((old_r.pods, resolved.pods), (old_r.gpu_pods, resolved.gpu_pods),
+                      (old_r.total_gpus, resolved.total_gpus), (old.gang_size if old is not None else 0,
+                                                                  workload.gang_size),
+                      grown, created_gang, size_field, values, needed)
+
+
+def make_plan(workload: Workload, resolved: Resolved, policy: PolicySet, cluster: ClusterView,
+              before: tuple[Workload, Resolved] | None = None, update: bool = False) -> Plan:
+    """The plan of a decision; for an UPDATE (``update``), with what it changes in the workload's size
+    against the stored object (``before``)."""
     target = plan_target(policy, cluster)
     gang = plan_gang(workload, resolved, target)
     return Plan(target=target, gang=gang, colocation=plan_colocation(resolved, policy, target, gang),
-                pool_templates=plan_pool_templates(workload, resolved), scale=plan_scale(workload))
+                pool_templates=plan_pool_templates(workload, resolved), scale=plan_scale(workload),
+                resize=plan_resize(before, workload, resolved, policy) if update else None)

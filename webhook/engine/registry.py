@@ -34,7 +34,7 @@ from .concerns import (
     topology,
 )
 from .reads import Reads, union
-from .rule import RuleId
+from .rule import Resize, RuleId
 from .workloads import WORKLOAD_READS
 
 CONCERNS: tuple[Concern, ...] = (
@@ -53,6 +53,10 @@ TEMPLATE_CONCERNS = ("intent", "gpu", "placement", "topology", "rdma", "nccl", "
 TEMPLATE_VALIDATIONS: tuple[Concern, ...] = tuple(c for c in VALIDATIONS if c.name in TEMPLATE_CONCERNS)
 # the order concerns are listed in the provenance annotation
 INJECTING: tuple[str, ...] = tuple(c.name for c in MUTATIONS)
+# what an UPDATE that resizes the workload runs again: the rules whose answer depends on its size
+# (``rule(..., resize=...)``), through the validations of the concerns that declare them
+RESIZE_RULES: dict[str, Resize] = {r.id: r.resize for c in CONCERNS for r in c.rules if r.resize is not None}
+RESIZE_VALIDATIONS: tuple[Concern, ...] = tuple(c for c in VALIDATIONS if any(r.resize for r in c.rules))
 READS: Reads = union([WORKLOAD_READS, *(c.reads for c in CONCERNS if c.reads is not None)])
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
 from ..policy.vocab import Action
@@ -17,20 +18,32 @@ from ..policy.vocab import Action
 _PACKAGE_PARENT = Path(__file__).resolve().parent.parent.parent
 
 
+class Resize(StrEnum):
+    """When a rule whose answer depends on the workload's size runs again on an UPDATE that resizes it (an
+    UPDATE is validated, never mutated, and other rules ran when the object was created): ``grow``, when the
+    workload grows (more Pods or GPUs: a shrink never breaks a limit); ``any``, on every resize (a gang's
+    shape, a single Pod that must fit a node, whether the gang can follow)."""
+
+    grow = "grow"
+    any = "any"
+
+
 @dataclass(frozen=True)
 class RuleId:
-    """One rule: its id, what it does by default, one line on when it fires, and where it is declared."""
+    """One rule: its id, what it does by default, one line on when it fires, where it is declared, and
+    whether a resize runs it again (``resize``)."""
 
     id: str
     default: Action
     summary: str
     origin: str = ""  # "<package folder>/engine/concerns/topology.py:14", for --explain
+    resize: Resize | None = None
 
     def __str__(self) -> str:
         return self.id
 
 
-def rule(rule_id: str, default: Action, summary: str) -> RuleId:
+def rule(rule_id: str, default: Action, summary: str, resize: Resize | None = None) -> RuleId:
     """Declare a rule where it is reported; the declaration's file and line become its origin."""
     frame = sys._getframe(1)
     path = Path(frame.f_code.co_filename).resolve()
@@ -38,4 +51,4 @@ def rule(rule_id: str, default: Action, summary: str) -> RuleId:
         shown = path.relative_to(_PACKAGE_PARENT).as_posix()
     except ValueError:  # pragma: no cover - a module outside the package
         shown = path.name
-    return RuleId(rule_id, default, summary, f"{shown}:{frame.f_lineno}")
+    return RuleId(rule_id, default, summary, f"{shown}:{frame.f_lineno}", resize)

@@ -250,13 +250,6 @@ class NodeLabelRequirement(NodeLabelMatch, Strict):
         """A hashable stand-in (for index keys)."""
         return (self.key, self.operator, tuple(self.values))
 
-    def __str__(self) -> str:
-        if self.operator == "Exists":
-            return f"{self.key} (any value)"
-        if self.operator == "In":
-            return f"{self.key}={'|'.join(self.values)}"
-        return f"{self.key} {'>' if self.operator == 'Gt' else '<'} {self.values[0]}"
-
 
 class PreflightResources(Strict):
     """CPU and memory of the preflight container; GPUs and RDMA devices come from the decision."""
@@ -510,6 +503,12 @@ class PlatformSpec(Strict):
                                    description="Requests by these users (userInfo.username) pass untouched.")
     exemptGroups: list[str] = Field(default_factory=list,
                                     description="Requests by members of these groups pass untouched (break-glass).")
+    controllers: dict[Annotated[str, Field(pattern=f"^{_DNS_SUBDOMAIN}$")], list[str]] = Field(
+        default_factory=dict,
+        description="More users (userInfo.username) that create the Pods and child objects of a kind, by "
+        "`<plural>.<group>` (jobs.batch, pytorchjobs.kubeflow.org, statefulsets.apps): for operators that run "
+        "under another ServiceAccount than their install manifests name. A Pod or child object is left alone "
+        "as made by its controller only when one of its controller's users created it.")
     gpuResources: list[str] = Field(
         default_factory=lambda: ["nvidia.com/gpu", "amd.com/gpu"],
         description="Resources that make a workload a GPU workload (besides every pool's own).",

@@ -82,3 +82,11 @@ class NodeLabelMatch:
         if self.values:
             out["values"] = list(self.values)
         return out
+
+    def __str__(self) -> str:
+        """As messages name it (``hardware.matching-nodes``), from the model or from its cached record alike."""
+        if self.operator == "Exists":
+            return f"{self.key} (any value)"
+        if self.operator == "In":
+            return f"{self.key}={'|'.join(self.values)}"
+        return f"{self.key} {'>' if self.operator == 'Gt' else '<'} {self.values[0]}"

@@ -42,10 +42,11 @@ import orjson
 from ..engine import Decision, Request, Violation, decide
 from ..engine.clusterview import ClusterView, NoCluster
 from ..engine.concerns import custom
-from ..engine.decide import decide_declared, exempt_user, project, whole_object_violations
+from ..engine.decide import decide_declared, exempt_user, made_by_controller, project, whole_object_violations
 from ..engine.patch import replay
 from ..engine.paths import get_path
 from ..engine.registry import WHOLE_OBJECT_VALIDATIONS
+from ..engine.workloads import workload_of
 from ..grammars.cel import object_reads
 from ..policy import PolicySet
 from ..policy.vocab import Action
@@ -133,8 +134,11 @@ class DecisionCache:
             return self._bypass(request, cluster)
         else:
             text = text.replace(uid, UID_SENTINEL)
-        # an exempt user's decision names the user: the reason is part of the key
-        key = _digest(f"{request.phase}|{namespace}|{exempt_user(policy, request.user)}|{text}")
+        # an exempt user's decision names the user, and whether a child was made by its controller depends
+        # on who asks: both reasons are part of the key
+        workload = workload_of(obj)
+        made_by = made_by_controller(policy, workload, request.user) if workload is not None else ""
+        key = _digest(f"{request.phase}|{namespace}|{exempt_user(policy, request.user)}|{made_by}|{text}")
         entry = self._entries.get(key)
         if entry is None or not entry.still_holds(cluster):
             self.misses += 1

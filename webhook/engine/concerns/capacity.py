@@ -22,14 +22,14 @@ from ...policy.vocab import Action
 from ..concern import Concern
 from ..context import Context
 from ..reads import Reads
-from ..rule import rule
+from ..rule import Resize, rule
 from ..workloads import Workload
 
 UNUSABLE_NODES = rule("capacity.unusable-nodes", Action.deny,
                       "the gang needs more nodes than the pool or its largest domain has usable (Ready, schedulable, "
-                      "taints tolerated, GPUs allocatable, health labels), even after cordons lift")
+                      "taints tolerated, GPUs allocatable, health labels), even after cordons lift", Resize.grow)
 CORDONED_NODES = rule("capacity.cordoned-nodes", Action.warn,
-                      "the gang fits only once cordoned nodes are uncordoned: it would wait")
+                      "the gang fits only once cordoned nodes are uncordoned: it would wait", Resize.grow)
 
 
 def tolerations_of(ctx: Context, view: Workload) -> tuple[dict, ...]:

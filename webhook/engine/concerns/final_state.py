@@ -12,14 +12,11 @@ why; deny: refused), as it does at /mutate when the cluster view shows it first.
 
 from __future__ import annotations
 
-import json
-from functools import lru_cache
-
-from ...policy import PolicySet
 from ...policy.vocab import Action
+from ..applied import applied_value, read_applied
 from ..concern import Concern
 from ..context import Context
-from ..paths import get_path, pointer
+from ..paths import pointer
 from ..reads import INTENT_KEYS, Reads
 from ..rule import rule
 from .gang import MEMBERSHIP_LOST, UNAVAILABLE
@@ -76,24 +73,6 @@ def record_provenance(ctx: Context, concern_order: tuple[str, ...]) -> None:
     for template in ctx.workload.templates:  # the Pods carry it too: they were decided with their parent
         if template.root:
             ctx.patcher.set((*template.meta_path, "annotations", key), value)
-
-
-@lru_cache(maxsize=1024)
-def applied_value(generation: str, pool: str | None, gang: str, topology: str | None, injected: tuple) -> str:
-    """The provenance annotation; a handful of distinct values per policy generation, so cached."""
-    return json.dumps({"generation": generation, "pool": pool, "gang": gang, "topology": topology,
-                       "injected": list(injected)}, sort_keys=True, separators=(",", ":"))
-
-
-def read_applied(obj: dict, policy: PolicySet) -> dict | None:
-    raw = get_path(obj, ("metadata", "annotations", policy.keys.applied))
-    if not isinstance(raw, str):
-        return None
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def check(ctx: Context, concern_order: tuple[str, ...]) -> None:

@@ -39,16 +39,30 @@ from ..decision import Source
 from ..paths import Path, field_path
 from ..plan import NoGang
 from ..reads import Reads
-from ..rule import rule
-from ..workloads import Gang, GangFields, GangMethod, GangShape, PodTemplate, Workload, capable
+from ..rule import Resize, rule
+from ..workloads import (
+    NATIVE_POD_GROUP,
+    Follow,
+    Gang,
+    GangFields,
+    GangMethod,
+    GangShape,
+    PodTemplate,
+    Workload,
+    capable,
+)
 from .enforced import conflict, enforced
 
 # v1alpha2 (1.36) spells disruptionMode as an enum; v1beta1 as a struct {single: {}} / {all: {}}
 V1ALPHA2_DISRUPTION_MODES = {"single": "Pod", "all": "PodGroup"}
 
-COMPLETION_MODE = rule("gang.completion-mode", Action.deny, "a gang Job that is not completionMode: Indexed")
+COMPLETION_MODE = rule("gang.completion-mode", Action.deny, "a gang Job that is not completionMode: Indexed",
+                       Resize.any)
 PARALLELISM_COMPLETIONS = rule("gang.parallelism-completions", Action.deny,
-                               "a gang Job whose parallelism differs from its completions")
+                               "a gang Job whose parallelism differs from its completions", Resize.any)
+RESIZE_NOT_FOLLOWED = rule("gang.resize-not-followed", Action.deny,
+                           "a resize the workload's gang cannot follow: its size field was not changed with it, "
+                           "or nothing updates its PodGroup", Resize.any)
 NAME_REQUIRED = rule("gang.name-required", Action.deny,
                      "a generateName workload on a backend that names its PodGroup after the workload")
 FOREIGN_BACKEND = rule("gang.foreign-backend", Action.warn,
@@ -298,7 +312,10 @@ def _scheduler_name(ctx: Context, templates: list[PodTemplate]) -> None:
 
 def validate(ctx: Context, view: Workload) -> None:
     """A gang whose kind has fields that must take certain values to run as one gang (a Job: Indexed,
-    parallelism = completions) gets the kind's gang-shape rules, unless another mechanism forms the gang."""
+    parallelism = completions) gets the kind's gang-shape rules, unless another mechanism forms the gang; a
+    resize must be one the workload's gang can follow."""
+    if ctx.plan.resize is not None:
+        _resize(ctx, view)
     plan = ctx.plan.gang
     if not plan.requested or plan.why_not is NoGang.foreign or not capable(view.adapter, GangShape):
         return
@@ -306,10 +323,56 @@ def validate(ctx: Context, view: Workload) -> None:
         ctx.report(SHAPE_RULES[problem.rule], problem.path, problem.message, problem.hint)
 
 
+def _resize(ctx: Context, view: Workload) -> None:
+    """Whether the gang the workload got when it was created follows this resize (``workloads.Follow``, per
+    kind and backend): the reconciler updates its own PodGroup, Kueue requeues the workload, an operator
+    resizes its gang from the object's counts or from a size field, which must then change in the same
+    UPDATE; anything else keeps the old size and the resize is refused, saying what to do."""
+    resize, kind = ctx.plan.resize, view.kind
+    assert resize is not None
+    where = ctx.plan.scale.path or "spec"
+    recreate = f"delete the {kind} and create it with the new size"
+    if resize.created_gang == "":  # admitted without a gang: an UPDATE cannot add one (it is never mutated)
+        if ctx.plan.gang.backend is not None and resize.gang_size[1] > 1:
+            ctx.report(RESIZE_NOT_FOLLOWED, where,
+                       f"this {kind} was admitted without a gang ({resize.pods[0]} Pods), and {resize.pods[1]} Pods "
+                       f"need one ({ctx.plan.gang.backend}); an UPDATE cannot add it", recreate)
+        return
+    if not resize.created_gang:
+        return  # nothing says which gang it got (trainadmit did not create it): only the size rules apply
+    backend = resize.created_gang
+    gang = view.adapter.gang(backend)
+    follow = gang.follow
+    if resize.needed[0] == resize.needed[1]:
+        return  # the gang keeps its size (more Pods of an elastic job beyond its minimum)
+    if follow is Follow.never:
+        ctx.report(RESIZE_NOT_FOLLOWED, where,
+                   f"its {backend} gang keeps {resize.gang_size[0]} Pods: {gang.resize_reason}", recreate)
+    elif follow is Follow.reconciler and backend == NATIVE_POD_GROUP and ctx.policy.podgroup_api.endswith("v1alpha2"):
+        ctx.report(RESIZE_NOT_FOLLOWED, where,
+                   f"its native PodGroup ({ctx.policy.podgroup_api}) keeps minCount {resize.gang_size[0]}: "
+                   "Kubernetes 1.36 does not let a PodGroup's schedulingPolicy change", recreate)
+    elif follow is Follow.size_field and resize.size_field is not None:
+        before, now = resize.size_values
+        field = field_path(resize.size_field)
+        whole = str(before) == str(resize.needed[0])  # the gang was the whole workload, as trainadmit writes it
+        wanted = _as_field(resize.size_field, resize.needed[1])
+        if whole and str(now) != str(wanted):
+            ctx.report(RESIZE_NOT_FOLLOWED, field,
+                       f"{field} is still {now}: {view.adapter.operator} sizes the {backend} gang from it, so the "
+                       f"gang would keep {before} of {resize.needed[1]} Pods",
+                       f"set {field}: {wanted} in the same change")
+        elif not whole and isinstance(now, int) and now > resize.pods[1]:
+            ctx.report(RESIZE_NOT_FOLLOWED, field,
+                       f"the gang needs {now} Pods ({field}) and the {kind} now runs {resize.pods[1]}: it could "
+                       "never start", f"set {field} to at most {resize.pods[1]}")
+
+
 # the object's and its templates' gang keys (labels are read whole), the native group fields of a pod spec,
 # its scheduler
 CONCERN = Concern("gang", rules=(COMPLETION_MODE, PARALLELISM_COMPLETIONS, NAME_REQUIRED, FOREIGN_BACKEND,
-                                 CLUSTER_SUPPORT, MEMBERSHIP_LOST, POD_LEVEL, UNSUPPORTED, UNAVAILABLE),
+                                 CLUSTER_SUPPORT, MEMBERSHIP_LOST, POD_LEVEL, UNSUPPORTED, UNAVAILABLE,
+                                 RESIZE_NOT_FOLLOWED),
                   mutate=mutate, validate=validate,
                   reads=Reads(metadata=("labels", "annotations", "name"),
                               annotations=(VOLCANO_MIN_MEMBER, VOLCANO_QUEUE, VOLCANO_GROUP_ANNOTATION),

@@ -21,7 +21,7 @@ from ..context import Context
 from ..decision import Source
 from ..paths import Path, as_dict, field_path
 from ..reads import Reads
-from ..rule import rule
+from ..rule import Resize, rule
 from ..workloads import PodTemplate, Workload
 from .placement import CONTRADICTION
 from .shape import MALFORMED
@@ -30,7 +30,8 @@ if TYPE_CHECKING:  # types only: the engine runs on cached policy records too (p
     from ...policy.models import PoolSpec
 
 MATCHING_NODES = rule("hardware.matching-nodes", Action.deny,
-                      "a gang needs more nodes than the pool has with its required node labels (cluster view)")
+                      "a gang needs more nodes than the pool has with its required node labels (cluster view)",
+                      Resize.grow)
 
 REQUIRED = ("affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution")
 

@@ -17,29 +17,33 @@ from ...policy.vocab import Action
 from ..concern import Concern
 from ..context import Context
 from ..reads import Reads
-from ..rule import rule
+from ..rule import Resize, rule
 from ..workloads import Workload
 
-GPUS_PER_JOB = rule("quota.gpus-per-job", Action.deny, "more GPUs in one Job than the namespace's Quota allows")
+GPUS_PER_JOB = rule("quota.gpus-per-job", Action.deny, "more GPUs in one Job than the namespace's Quota allows",
+                    Resize.grow)
 WORKERS_PER_JOB = rule("quota.workers-per-job", Action.deny,
-                       "more workers in one Job than the namespace's Quota allows")
+                       "more GPU workers in one Job than the namespace's Quota allows", Resize.grow)
 POOL_NOT_ALLOWED = rule("quota.pool-not-allowed", Action.deny, "a pool the namespace's Quota does not allow")
 PRIORITY_NOT_ALLOWED = rule("quota.priority-not-allowed", Action.deny,
                             "a priority tier the namespace's Quota does not allow")
 NAMESPACE_HARD = rule("quota.namespace-hard", Action.deny,
-                      "more GPUs than the namespace may ever hold (ResourceQuota or Quota.gpuQuota)")
+                      "more GPUs than the namespace may ever hold (ResourceQuota or Quota.gpuQuota)", Resize.grow)
 NAMESPACE_REMAINING = rule("quota.namespace-remaining", Action.deny,
                            "more GPUs than the namespace has free now: its ResourceQuota's use, or its Quota.gpuQuota "
-                           "less what its other unfinished workloads hold (cluster view)")
-POOL_CAPACITY = rule("quota.pool-capacity", Action.deny, "more nodes than the pool has")
+                           "less what its other unfinished workloads hold (cluster view)", Resize.grow)
+POOL_CAPACITY = rule("quota.pool-capacity", Action.deny, "more nodes than the pool has", Resize.grow)
 
 
 def validate(ctx: Context, view: Workload) -> None:
-    check(ctx, view)
+    """Check quota; on a resize the namespace's free GPUs need hold only the GPUs it adds (the others are
+    already counted as used)."""
+    resize = ctx.plan.resize
+    check(ctx, view, extra_gpus=resize.added_gpus if resize is not None else None)
 
 
 def check(ctx: Context, view: Workload, extra_gpus: int | None = None) -> None:
-    """Check quota; ``extra_gpus`` (UPDATE scale-up) replaces the Job's total for the remaining check."""
+    """Check quota; ``extra_gpus`` (a resize) replaces the Job's total for the remaining check."""
     r, ns = ctx.resolved, ctx.namespace or view.namespace
     found = ctx.policy.quota_for(ns)
     if found is not None:
@@ -49,10 +53,11 @@ def check(ctx: Context, view: Workload, extra_gpus: int | None = None) -> None:
             ctx.report(GPUS_PER_JOB, "spec.parallelism",
                        f"requests {r.total_gpus} GPUs ({r.gpu_pods} × {r.gpus_per_pod}); quota {qname} allows "
                        f"{quota.maxGPUsPerJob} per job in namespace {ns}", f"use at most {most} workers")
-        if quota.maxWorkersPerJob is not None and r.pods > quota.maxWorkersPerJob:
+        # workers are the Pods that request GPUs: a launcher, head, submitter or initializer is not one
+        if quota.maxWorkersPerJob is not None and r.gpu_pods > quota.maxWorkersPerJob:
             scale = ctx.plan.scale  # advice in the kind's own count fields
             ctx.report(WORKERS_PER_JOB, scale.path or "spec",
-                       f"runs {r.pods} workers; quota {qname} allows {quota.maxWorkersPerJob} per job",
+                       f"runs {r.gpu_pods} workers; quota {qname} allows {quota.maxWorkersPerJob} per job",
                        scale.at_most(quota.maxWorkersPerJob))
         if quota.allowedPools is not None and r.pool_name and r.pool_name not in quota.allowedPools:
             ctx.report(POOL_NOT_ALLOWED, f'metadata.labels["{ctx.policy.keys.pool}"]',

@@ -37,7 +37,7 @@ from ..demand import claim_kind
 from ..dra import claim_spec, device_classes, pod_claims
 from ..paths import as_dict, as_list, field_path
 from ..reads import Reads
-from ..rule import RuleId, rule
+from ..rule import Resize, RuleId, rule
 from ..workloads import Inheriting, Workload, capable
 from .rdma import MULTUS_NETWORKS
 
@@ -46,7 +46,8 @@ PRIORITY_CLASS_MISSING = rule("references.priority-class-missing", Action.deny,
 CLAIM_MISSING = rule("references.claim-missing", Action.deny,
                      "a dataset or checkpoint PersistentVolumeClaim that does not exist in the namespace")
 CLAIM_ACCESS_MODE = rule("references.claim-access-mode", Action.deny,
-                         "a dataset or checkpoint claim whose access modes do not let every worker mount it")
+                         "a dataset or checkpoint claim whose access modes do not let every worker mount it",
+                         Resize.grow)
 NETWORK_MISSING = rule("references.network-missing", Action.deny,
                        "a Multus NetworkAttachmentDefinition of the pool that does not exist")
 QUEUE_MISSING = rule("references.queue-missing", Action.deny,

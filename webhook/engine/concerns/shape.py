@@ -3,6 +3,12 @@
 The apiserver only sends well-typed objects, but `check` reads hand-written YAML and the server
 must survive fuzzed input. A wrong type (``env: {A: 1}``) becomes a denial that names the field,
 instead of an exception in the middle of a mutation.
+
+Counts are checked on every operation: every field the kind's adapter declares as a count (the templates'
+scale fields, its own counts, the gang sizes its operators read: ``Adapter.count_fields``) must hold a
+non-negative whole number. A templated manifest whose placeholder was never filled (``parallelism:
+__NUM_NODES__``, ``replicas: $NUM_NODES``) or a negative count would otherwise be read as the kind's default,
+and every rule would run on a guessed size.
 """
 
 from __future__ import annotations
@@ -130,6 +136,11 @@ def shape_problems(workload: Workload) -> list[tuple[str, str]]:
             c.problems.append((field_path(path), f"a {workload.kind} needs a {path[-1]}"))
     for declared in adapter.field_types:
         c.expect(get_path(obj, declared.path), declared.kind, field_path(declared.path), declared.what)
+    for path in adapter.count_fields(obj):
+        value = get_path(obj, path)
+        if value is not None and not (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+            shown = f'"{value}"' if isinstance(value, str) else str(value).lower() if isinstance(value, bool) else value
+            c.problems.append((field_path(path), f"must be a non-negative whole number (a count), got {shown}"))
     if c.problems:
         return c.problems
     for template in workload.templates:

@@ -20,14 +20,15 @@ from ..dra import pod_claims
 from ..paths import field_path
 from ..plan import NoGang
 from ..reads import Reads
-from ..rule import rule
+from ..rule import Resize, rule
 from ..workloads import GroupedGangs, PodTemplate, Workload, capable
 
 WHOLE_NODE = rule("topology.whole-node", Action.deny,
-                  "a multi-pod Job whose GPUs per pod differ from the pool's per node")
-SINGLE_NODE_FIT = rule("topology.single-node-fit", Action.deny, "one pod asking for more GPUs than a node has")
+                  "a multi-pod Job whose GPUs per pod differ from the pool's per node", Resize.grow)
+SINGLE_NODE_FIT = rule("topology.single-node-fit", Action.deny, "one pod asking for more GPUs than a node has",
+                       Resize.any)
 DOMAIN_FIT = rule("topology.domain-fit", Action.deny,
-                  "more workers than nodes in the largest domain of the requested topology level")
+                  "more workers than nodes in the largest domain of the requested topology level", Resize.grow)
 COLOCATION_UNAVAILABLE = rule("topology.colocation-unavailable", Action.warn,
                               "the requested colocation cannot be expressed for this object or backend")
 COLOCATION_RISK = rule("topology.colocation-risk", Action.warn,

@@ -51,12 +51,19 @@ class ContainerRef:
 @dataclass(frozen=True)
 class Scale:
     """Where a template's Pod count comes from, in the kind's own fields: the fields whose product it is
-    (a JobSet's ``replicatedJobs[0].replicas`` times ``replicatedJobs[0].template.spec.parallelism``) and the
-    fields that must change with them (a batch/v1 Job's ``completions``). Advice about the number of
-    workers names these, so that it speaks of fields the user's kind has."""
+    (a JobSet's ``replicatedJobs[0].replicas`` times ``replicatedJobs[0].template.spec.parallelism``), the
+    fields that must change with them (a batch/v1 Job's ``completions``) and the fields that bound it (a Ray
+    worker group's ``minReplicas`` / ``maxReplicas``). Advice about the number of workers names these, so
+    that it speaks of fields the user's kind has; each of them must hold a non-negative whole number, and an
+    UPDATE that changes one is a resize."""
 
     fields: tuple[Path, ...]
     follow: tuple[Path, ...] = ()
+    bounds: tuple[Path, ...] = ()
+
+    @property
+    def all(self) -> tuple[Path, ...]:
+        return (*self.fields, *self.follow, *self.bounds)
 
 
 @dataclass(frozen=True)
@@ -182,6 +189,28 @@ class GangFields:
     reads: str = ""  # for the README: which operator setting makes it act on these fields
 
 
+class Follow(StrEnum):
+    """What carries a resize (an UPDATE that changes the workload's counts) to the workload's gang.
+
+    - ``reconciler``: trainadmit's reconciler updates the PodGroup it created to the new size (a native
+      PodGroup only where its gang size may change: ``scheduling.k8s.io/v1beta1``; in 1.36's ``v1alpha2``
+      ``schedulingPolicy`` is immutable, so there a resize is refused).
+    - ``size_field``: the gang's size is a field of the object (the kind's own ``minCount``, or the
+      ``GangFields.size`` its operator reads); the same change must set it to the new size, and the kind's
+      controller then updates its PodGroup.
+    - ``operator``: the operator recomputes its gang from the object's counts on every sync.
+    - ``requeue``: Kueue sees a Workload that no longer matches the job, recreates it at the new size and
+      queues it again (the job is suspended until Kueue admits it).
+    - ``never``: nothing updates the gang once it exists (``Gang.resize_reason`` says why): refused.
+    """
+
+    reconciler = "reconciler"
+    size_field = "size-field"
+    operator = "operator"
+    requeue = "requeue"
+    never = "never"
+
+
 @dataclass(frozen=True)
 class Gang:
     """One backend's way for a kind: the method and what it needs, or why not (``unsupported``, ``unsized``).
@@ -189,7 +218,8 @@ class Gang:
     ``path``: the kind's own gang field (``spec``); ``fields``: the keys its operator reads (``fields``);
     ``suspend``: the kind's suspend flag (``kueue``; None: Kueue gates the Pods itself); ``scheduler_name``:
     trainadmit writes the policy's scheduler name on the gang templates (always for ``templates``: the
-    PodGroup is the scheduler's)."""
+    PodGroup is the scheduler's); ``resize``: what carries a resize to the gang when the method does not
+    say it (``follow``), with ``resize_reason`` for ``never``."""
 
     method: GangMethod
     fields: GangFields | None = None
@@ -197,10 +227,29 @@ class Gang:
     path: Path | None = None
     suspend: Path | None = None
     scheduler_name: bool = False
+    resize: Follow | None = None
+    resize_reason: str = ""
 
     @property
     def writes_scheduler_name(self) -> bool:
         return self.scheduler_name or self.method is GangMethod.templates
+
+    @property
+    def follow(self) -> Follow | None:
+        """What carries a resize to this gang (None: the kind has no gang under this backend)."""
+        if self.resize is not None:
+            return self.resize
+        if self.method is GangMethod.fields:
+            return Follow.size_field if self.fields is not None and self.fields.size is not None else Follow.operator
+        return {GangMethod.templates: Follow.reconciler, GangMethod.spec: Follow.size_field,
+                GangMethod.kueue: Follow.requeue}.get(self.method)
+
+    @property
+    def size_path(self) -> Path | None:
+        """The field of the object that holds the gang's size, when the object holds it."""
+        if self.method is GangMethod.spec and self.path is not None:
+            return (*self.path, "schedulingPolicy", "gang", "minCount")
+        return self.fields.size if self.method is GangMethod.fields and self.fields is not None else None
 
 
 # The gang backends a kind can be asked to join, by id: the policy's backend, and for native the mode
@@ -208,6 +257,34 @@ class Gang:
 NATIVE_JOB_SCHEDULING = "native/job-scheduling"
 NATIVE_POD_GROUP = "native/pod-group"
 BACKEND_IDS = (NATIVE_JOB_SCHEDULING, NATIVE_POD_GROUP, "coscheduling", "volcano", "kueue")
+
+
+# The Kubernetes controllers that create Pods and child objects from a template, as the apiserver names
+# them: each with its own ServiceAccount (kube-controller-manager --use-service-account-credentials, as
+# kubeadm runs it), or all of them as the controller-manager itself when it runs without
+KUBE_CONTROLLER_MANAGER = "system:kube-controller-manager"
+
+
+def kube_controller(name: str) -> tuple[str, ...]:
+    """The users a built-in controller of kube-controller-manager makes its requests as."""
+    return (f"system:serviceaccount:kube-system:{name}", KUBE_CONTROLLER_MANAGER)
+
+
+@dataclass(frozen=True)
+class Owner:
+    """A kind whose objects control Pods or child objects, and who creates those children.
+
+    A Pod or child object whose controller ownerReference names an object of this kind is left alone as
+    "made by its controller" only when the request comes from one of ``users`` (or from a user the policy
+    adds under ``resource`` in ``Platform.spec.controllers``): anyone else may write any ownerReference.
+    ``decided``: trainadmit decided the owner itself; otherwise (a StatefulSet that a LeaderWorkerSet
+    created) the child must also carry the provenance annotation of a template trainadmit decided."""
+
+    api_versions: tuple[str, ...]
+    kind: str
+    resource: str  # "<plural>.<group>", as kubectl names it: the key of Platform.spec.controllers
+    users: tuple[str, ...]
+    decided: bool = True
 
 
 @dataclass(frozen=True)
@@ -241,8 +318,17 @@ class Adapter:
     # a label every Pod of the workload carries, to select them all for topology colocation; None:
     # trainadmit puts its own workload label on the templates
     pods_label: str | None = None
-    # fields of the kind the engine reads whose type must be right (a Job's parallelism is a number)
+    # fields of the kind the engine reads whose type must be right (a Job's completionMode is a string)
     field_types: tuple[FieldType, ...] = ()
+    # counts of the kind outside its templates' Scale (an elastic job's minReplicas/maxReplicas): with the
+    # templates' scale fields and the gang sizes its operators read, each must be a non-negative whole number
+    counts: tuple[Path, ...] = ()
+    # the users its operator creates the Pods and child objects as (its default ServiceAccount as its own
+    # install manifests name it); a policy adds others in Platform.spec.controllers
+    controllers: tuple[str, ...] = ()
+    # kinds trainadmit does not decide that its operator creates, whose own children come from a template
+    # trainadmit decided (a LeaderWorkerSet's StatefulSets)
+    intermediate_owners: tuple[Owner, ...] = ()
     required: tuple[Path, ...] = ()  # fields the kind cannot do without (a Job's spec)
 
     @property
@@ -264,6 +350,29 @@ class Adapter:
         """Labels this kind's operator puts on the Pods (and child objects) it creates: at least the one
         naming the workload, when there is one."""
         return (self.pods_label,) if self.pods_label else ()
+
+    @property
+    def resource(self) -> str:
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    @property
+    def owner(self) -> Owner:
+        """This kind as the controller of the Pods and child objects its operator creates."""
+        return Owner(self.api_versions, self.kind, self.resource, self.controllers)
+
+    def count_fields(self, obj: dict) -> list[Path]:
+        """Every field of ``obj`` that holds a count trainadmit reads: its templates' scale fields, the
+        kind's own counts, and the gang sizes its operators read (a spec field, not an annotation)."""
+        found: dict[Path, None] = {}
+        for spec in self.templates(obj):
+            if spec.scale is not None:
+                found.update(dict.fromkeys(spec.scale.all))
+        found.update(dict.fromkeys(self.counts))
+        for gang in self.gangs.values():
+            size = gang.size_path
+            if size is not None and not (len(size) >= 2 and size[-2] in ("labels", "annotations")):
+                found[size] = None
+        return list(found)
 
     def template_view(self, obj: dict, spec: TemplateSpec) -> PodTemplate:
         """How the engine reads a template (a kind whose Pods are assembled from several places overrides it)."""
@@ -350,7 +459,10 @@ class InheritedTemplate(Protocol):
 
 @runtime_checkable
 class UntemplatedPods(Protocol):
-    """The operator creates Pods from no template the object holds (a RayJob's default submitter)."""
+    """The operator creates Pods from no template the object holds (a RayJob's default submitter), in the
+    role ``untemplated_role``; they request no GPUs."""
+
+    untemplated_role: str
 
     def untemplated_pods(self, obj: dict) -> int: ...
 

@@ -20,6 +20,7 @@ from .base import (
     NATIVE_POD_GROUP,
     Adapter,
     FieldType,
+    Follow,
     Gang,
     GangFields,
     GangMethod,
@@ -27,6 +28,7 @@ from .base import (
     Scale,
     TemplateSpec,
     count,
+    kube_controller,
 )
 
 JOB_TEMPLATE = ("spec", "template")
@@ -63,17 +65,19 @@ class JobAdapter(Adapter):
         "volcano": Gang(GangMethod.fields, GangFields(
             size=("metadata", "annotations", VOLCANO_MIN_MEMBER),
             queue=(*JOB_TEMPLATE, "metadata", "annotations", VOLCANO_QUEUE),
-            reads="Volcano's pg-controller"), scheduler_name=True),
+            reads="Volcano's pg-controller"), scheduler_name=True, resize=Follow.never,
+            resize_reason="Volcano's pg-controller builds a batch Job's PodGroup once, from the Job's "
+                          f"{VOLCANO_MIN_MEMBER} annotation when its first Pod appears, and never updates it "
+                          "(pkg/controllers/podgroup)"),
         "kueue": Gang(GangMethod.kueue, suspend=("spec", "suspend"), scheduler_name=True),
     }
     pods_label = "batch.kubernetes.io/job-name"
     run_label = JOB_RUN_LABEL
     template_patterns = (JOB_TEMPLATE,)
     required = (("spec",),)
-    field_types = (FieldType(PARALLELISM, int, "a whole number"), FieldType(COMPLETIONS, int, "a whole number"),
-                   FieldType(("spec", "completionMode"), str, "a string"), FieldType(("spec", "suspend"), bool,
-                                                                                      "a boolean"),
-                   FieldType(JOB_TEMPLATE, dict, "a map"))
+    field_types = (FieldType(("spec", "completionMode"), str, "a string"),
+                   FieldType(("spec", "suspend"), bool, "a boolean"), FieldType(JOB_TEMPLATE, dict, "a map"))
+    controllers = kube_controller("job-controller")  # as the apiserver's audit log shows it
 
     def templates(self, obj: dict) -> list[TemplateSpec]:
         return [TemplateSpec(JOB_TEMPLATE, "worker", parallelism(obj), True, "spec.template", SCALE)]

@@ -5,7 +5,8 @@ Templates: ``spec.replicatedJobs[].template.spec.template``; each replicated Job
 so trainadmit gangs the whole JobSet itself (one gang of every Pod, not one per child Job): the
 backend's keys on every template and a PodGroup from its reconciler. The 1.37 ``Job.spec.scheduling``
 cannot be used: the JobSet CRD's Job spec predates it and prunes it. Kueue queues a JobSet through its
-label and ``spec.suspend``.
+label and ``spec.suspend``. The controller runs as ServiceAccount ``jobset-system/jobset-controller-manager``;
+the Job controller creates the Pods of its Jobs.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ class JobSetAdapter(Adapter):
     gangs = {NATIVE_POD_GROUP: Gang(GangMethod.templates), "coscheduling": Gang(GangMethod.templates),
              "volcano": Gang(GangMethod.templates), "kueue": Gang(GangMethod.kueue, suspend=("spec", "suspend"))}
     pods_label = JOBSET_NAME
+    controllers = ("system:serviceaccount:jobset-system:jobset-controller-manager",)
     template_patterns = (("spec", "replicatedJobs", "[]", "template", "spec", "template"),)
 
     def templates(self, obj: dict) -> list[TemplateSpec]:

@@ -1,12 +1,19 @@
-"""Kubeflow: PyTorchJob and MPIJob (training-operator v1, kubeflow.org/v1) and MPIJob v2beta1 (mpi-operator).
+"""Kubeflow: PyTorchJob, MPIJob, TFJob and PaddleJob (training-operator v1, kubeflow.org/v1) and MPIJob
+v2beta1 (mpi-operator).
 
-Templates: ``spec.<x>ReplicaSpecs.<Type>.template``, one Pod per replica (``<job>-<type>-<i>``).
+Templates: ``spec.<x>ReplicaSpecs.<Type>.template``, one Pod per replica (``<job>-<type>-<i>``); ``replicas``
+defaults to 1 (MPIJob: Launcher 1, Worker 0). TFJob's types are PS, Worker, Chief, Master and Evaluator,
+PaddleJob's Master and Worker.
 Gangs: the operators form one when started with ``--gang-scheduler-name`` (training-operator:
 ``volcano`` or ``scheduler-plugins``) or ``--gang-scheduling`` (mpi-operator); the PodGroup is named
 after the job and filled from ``spec.runPolicy.schedulingPolicy`` (``minAvailable`` defaults to all
 replicas, v2beta1: workers + 1; ``queue``; ``priorityClass``). Kueue queues them with its label and
-``spec.runPolicy.suspend``. Sources: ``fixtures/operators/README.md``; kubeflow/trainer@release-1.9
-``pkg/controller.v1/common/job.go``; kubeflow/mpi-operator ``pkg/controller/podgroup.go``.
+``spec.runPolicy.suspend``. On every sync both operators rebuild their PodGroup from ``minAvailable`` (else
+the replicas' sum) and update it when it differs, so a resize reaches the gang through ``minAvailable``.
+The training operator runs as ServiceAccount ``kubeflow/training-operator`` (its standalone install), the MPI
+operator as ``mpi-operator/mpi-operator``. Sources: ``fixtures/operators/README.md``;
+kubeflow/trainer@release-1.9 ``pkg/controller.v1/common/job.go`` (``ReconcileJobs``, ``SyncPodGroup``);
+kubeflow/mpi-operator ``pkg/controller/podgroup.go``.
 """
 
 from __future__ import annotations
@@ -16,7 +23,9 @@ from .base import NATIVE_POD_GROUP, Adapter, Gang, GangFields, GangMethod, Scale
 
 POLICY = ("spec", "runPolicy", "schedulingPolicy")
 RUN_POLICY_SUSPEND = ("spec", "runPolicy", "suspend")
+ELASTIC = ("spec", "elasticPolicy")
 TRAINING_OPERATOR = "training-operator --gang-scheduler-name"
+TRAINING_OPERATOR_ACCOUNT = "system:serviceaccount:kubeflow:training-operator"
 
 
 def _replica_templates(obj: dict, field: str, defaults: dict[str, int]) -> list[TemplateSpec]:
@@ -36,8 +45,28 @@ def _fields(queue: bool, priority: bool, reads: str) -> GangFields:
                       priority=(*POLICY, "priorityClass") if priority else None, reads=reads)
 
 
+def _training_operator_gangs() -> dict[str, Gang]:
+    """The training operator's gangs, the same for each of its kinds that Kueue integrates."""
+    return {
+        NATIVE_POD_GROUP: Gang(GangMethod.templates),
+        "coscheduling": Gang(GangMethod.fields, _fields(False, False, f"{TRAINING_OPERATOR}=scheduler-plugins")),
+        "volcano": Gang(GangMethod.fields, _fields(True, True, f"{TRAINING_OPERATOR}=volcano")),
+        "kueue": Gang(GangMethod.kueue, suspend=RUN_POLICY_SUSPEND),
+    }
+
+
+def _elastic_gang_size(obj: dict, templates: list[TemplateSpec]) -> int:
+    """An elastic job gangs its minimum (the other roles + elasticPolicy.minReplicas workers), not its current
+    size, or it could never shrink below the gang nor start with fewer workers; 0 when it is not elastic."""
+    minimum = as_dict(get_path(obj, ELASTIC)).get("minReplicas")
+    if isinstance(minimum, int) and not isinstance(minimum, bool) and minimum >= 1:
+        return sum(t.pods for t in templates if t.role != "worker") + minimum
+    return 0
+
+
 class _KubeflowAdapter(Adapter):
-    """What the three kinds share: Pods labelled with the job's name, templates under ``<replicas_field>``."""
+    """What the training operators' kinds share: Pods labelled with the job's name, templates under
+    ``<replicas_field>``."""
 
     replicas_field: str
     default_replicas: dict[str, int]
@@ -57,22 +86,13 @@ class _KubeflowAdapter(Adapter):
 class PyTorchJobAdapter(_KubeflowAdapter):
     group, versions, kind, plural = "kubeflow.org", ("v1",), "PyTorchJob", "pytorchjobs"
     operator = "the Kubeflow training operator"
-    gangs = {
-        NATIVE_POD_GROUP: Gang(GangMethod.templates),
-        "coscheduling": Gang(GangMethod.fields, _fields(False, False, f"{TRAINING_OPERATOR}=scheduler-plugins")),
-        "volcano": Gang(GangMethod.fields, _fields(True, True, f"{TRAINING_OPERATOR}=volcano")),
-        "kueue": Gang(GangMethod.kueue, suspend=RUN_POLICY_SUSPEND),
-    }
+    gangs = _training_operator_gangs()
     replicas_field, default_replicas = "pytorchReplicaSpecs", {"Master": 1, "Worker": 1}
+    counts = ((*ELASTIC, "minReplicas"), (*ELASTIC, "maxReplicas"))
+    controllers = (TRAINING_OPERATOR_ACCOUNT,)
 
     def gang_size(self, obj: dict, templates: list[TemplateSpec]) -> int:
-        """An elastic job gangs its minimum (Master + elasticPolicy.minReplicas), not its current size,
-        or it could never shrink below the gang nor start with fewer workers."""
-        elastic = as_dict(get_path(obj, ("spec", "elasticPolicy")))
-        minimum = elastic.get("minReplicas")
-        if isinstance(minimum, int) and not isinstance(minimum, bool) and minimum >= 1:
-            return sum(t.pods for t in templates if t.role != "worker") + minimum
-        return super().gang_size(obj, templates)
+        return _elastic_gang_size(obj, templates) or super().gang_size(obj, templates)
 
 
 class MPIJobV1Adapter(_KubeflowAdapter):
@@ -86,6 +106,7 @@ class MPIJobV1Adapter(_KubeflowAdapter):
         "kueue": Gang(GangMethod.unsupported, reason="Kueue manages kubeflow.org/v2beta1 MPIJobs only"),
     }
     replicas_field, default_replicas = "mpiReplicaSpecs", {"Launcher": 1, "Worker": 0}
+    controllers = (TRAINING_OPERATOR_ACCOUNT,)
 
 
 class MPIJobV2Adapter(_KubeflowAdapter):
@@ -101,3 +122,29 @@ class MPIJobV2Adapter(_KubeflowAdapter):
     }
     # the launcher is one batch/v1 Job's Pod; workers are Pods of the MPIJob
     replicas_field, default_replicas = "mpiReplicaSpecs", {"Launcher": 1, "Worker": 0}
+    controllers = ("system:serviceaccount:mpi-operator:mpi-operator",)
+
+
+class TFJobAdapter(_KubeflowAdapter):
+    """TensorFlow: PS, Worker, Chief, Master and Evaluator replicas, each ``replicas`` Pods (default 1)."""
+
+    group, versions, kind, plural = "kubeflow.org", ("v1",), "TFJob", "tfjobs"
+    operator = "the Kubeflow training operator"
+    gangs = _training_operator_gangs()
+    replicas_field, default_replicas = "tfReplicaSpecs", {}
+    controllers = (TRAINING_OPERATOR_ACCOUNT,)
+
+
+class PaddleJobAdapter(_KubeflowAdapter):
+    """PaddlePaddle: Master and Worker replicas (default 1); an elastic PaddleJob gangs its minimum, as a
+    PyTorchJob does."""
+
+    group, versions, kind, plural = "kubeflow.org", ("v1",), "PaddleJob", "paddlejobs"
+    operator = "the Kubeflow training operator"
+    gangs = _training_operator_gangs()
+    replicas_field, default_replicas = "paddleReplicaSpecs", {}
+    counts = ((*ELASTIC, "minReplicas"), (*ELASTIC, "maxReplicas"))
+    controllers = (TRAINING_OPERATOR_ACCOUNT,)
+
+    def gang_size(self, obj: dict, templates: list[TemplateSpec]) -> int:
+        return _elastic_gang_size(obj, templates) or super().gang_size(obj, templates)

@@ -6,14 +6,28 @@ StatefulSet with ``size - 1`` Pods. LWS forms gangs only with ``gangSchedulingMa
 schedulerProvider: volcano`` in its own configuration: one Volcano PodGroup per group, ``minMember =
 size``, queue from the LWS annotation ``scheduling.volcano.sh/queue-name``; ``schedulerName: volcano``
 must be in the templates (pkg/schedulerprovider/volcano_provider.go). A native or coscheduling gang
-would need a PodGroup name per group, which one shared template cannot carry.
+would need a PodGroup name per group, which one shared template cannot carry. A resize adds or removes
+groups (``replicas``) or rolls the groups to a new revision (``size``), each with its own PodGroup. The
+controller runs as ServiceAccount ``lws-system/lws-controller-manager``; the StatefulSet controller creates the
+Pods of its StatefulSets from the LeaderWorkerSet's templates, with their provenance annotation.
 """
 
 from __future__ import annotations
 
 from ..backends import VOLCANO_QUEUE
 from ..paths import get_path
-from .base import NATIVE_POD_GROUP, Adapter, Gang, GangFields, GangMethod, Scale, TemplateSpec, count
+from .base import (
+    NATIVE_POD_GROUP,
+    Adapter,
+    Gang,
+    GangFields,
+    GangMethod,
+    Owner,
+    Scale,
+    TemplateSpec,
+    count,
+    kube_controller,
+)
 
 REPLICAS = ("spec", "replicas")
 SIZE = ("spec", "leaderWorkerTemplate", "size")
@@ -33,6 +47,9 @@ class LeaderWorkerSetAdapter(Adapter):
         "kueue": Gang(GangMethod.kueue),  # no suspend: Kueue gates the Pods of each group itself
     }
     pods_label = "leaderworkerset.sigs.k8s.io/name"
+    controllers = ("system:serviceaccount:lws-system:lws-controller-manager",)
+    intermediate_owners = (Owner(("apps/v1",), "StatefulSet", "statefulsets.apps",
+                                 kube_controller("statefulset-controller"), decided=False),)
     group_label = "leaderworkerset.sigs.k8s.io/group-index"
     template_patterns = (("spec", "leaderWorkerTemplate", "leaderTemplate"),
                          ("spec", "leaderWorkerTemplate", "workerTemplate"))

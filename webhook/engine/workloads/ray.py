@@ -8,19 +8,27 @@ replicas 0, numOfHosts 1). The gang scheduler is the operator's ``--batch-schedu
 scheduler-plugins only CRs labelled ``ray.io/gang-scheduling-enabled`` get a PodGroup; for Volcano the
 queue and priority come from the CR labels ``volcano.sh/queue-name`` and ``ray.io/priority-class-name``
 (ray-operator/controllers/ray/batchscheduler/{volcano,scheduler-plugins}/). There is no longer a
-``ray.io/scheduler-name`` label (removed upstream, PR #4305).
+``ray.io/scheduler-name`` label (removed upstream, PR #4305). On a resize the Volcano plugin updates its
+PodGroup's ``minMember`` and ``minResources`` on the next sync; the scheduler-plugins plugin creates its PodGroup
+once and never updates it. The operator runs as ServiceAccount ``kuberay-operator``, in ``ray-system`` (its
+kustomize install) or ``default`` (its Helm quick start).
 """
 
 from __future__ import annotations
 
 from ..paths import Path, as_dict, as_list, get_path
-from .base import NATIVE_POD_GROUP, Adapter, Gang, GangFields, GangMethod, Scale, TemplateSpec, count
+from .base import NATIVE_POD_GROUP, Adapter, Follow, Gang, GangFields, GangMethod, Scale, TemplateSpec, count
+
+KUBERAY = ("system:serviceaccount:ray-system:kuberay-operator", "system:serviceaccount:default:kuberay-operator")
 
 _GANGS = {
     NATIVE_POD_GROUP: Gang(GangMethod.templates),
     "coscheduling": Gang(GangMethod.fields, GangFields(switch=(("metadata", "labels", "ray.io/gang-scheduling-enabled"),
                                                                "true"),
-                                                       reads="kuberay-operator --batch-scheduler=scheduler-plugins")),
+                                                       reads="kuberay-operator --batch-scheduler=scheduler-plugins"),
+                         resize=Follow.never,
+                         resize_reason="KubeRay creates the scheduler-plugins PodGroup once and never updates it "
+                                       "(batchscheduler/scheduler-plugins)"),
     "volcano": Gang(GangMethod.fields, GangFields(queue=("metadata", "labels", "volcano.sh/queue-name"),
                                                   priority=("metadata", "labels", "ray.io/priority-class-name"),
                                                   reads="kuberay-operator --batch-scheduler=volcano")),
@@ -42,7 +50,8 @@ def _cluster_templates(obj: dict, base: Path) -> list[TemplateSpec]:
         name = group.get("groupName") if isinstance(group.get("groupName"), str) else str(i)
         group_path = (*base, "workerGroupSpecs", i)
         out.append(TemplateSpec((*group_path, "template"), "worker", pods, True, f"workerGroupSpecs[{name}]",
-                                Scale(((*group_path, "replicas"), (*group_path, "numOfHosts")))))
+                                Scale(((*group_path, "replicas"), (*group_path, "numOfHosts")),
+                                      bounds=((*group_path, "minReplicas"), (*group_path, "maxReplicas")))))
     return out
 
 
@@ -56,6 +65,7 @@ class RayClusterAdapter(Adapter):
     operator = "the KubeRay operator"
     gangs = _GANGS
     pods_label = "ray.io/cluster"
+    controllers = KUBERAY
     template_patterns = (("spec", "headGroupSpec", "template"), ("spec", "workerGroupSpecs", "[]", "template"))
 
     def templates(self, obj: dict) -> list[TemplateSpec]:
@@ -69,6 +79,7 @@ class RayJobAdapter(Adapter):
     group, versions, kind, plural = "ray.io", ("v1",), "RayJob", "rayjobs"
     operator = "the KubeRay operator"
     gangs = _GANGS
+    controllers = KUBERAY
     pods_label = None  # its RayCluster's name is generated: trainadmit labels the templates itself
     template_patterns = (("spec", "rayClusterSpec", "headGroupSpec", "template"),
                          ("spec", "rayClusterSpec", "workerGroupSpecs", "[]", "template"),
@@ -79,6 +90,8 @@ class RayJobAdapter(Adapter):
         if _submitter(obj) and isinstance(get_path(obj, ("spec", "submitterPodTemplate")), dict):
             out.append(TemplateSpec(("spec", "submitterPodTemplate"), "submitter", 1, False, "submitterPodTemplate"))
         return out
+
+    untemplated_role = "submitter"
 
     def untemplated_pods(self, obj: dict) -> int:
         """Without submitterPodTemplate, K8sJobMode still runs KubeRay's default submitter Pod."""

@@ -32,6 +32,7 @@ ANCESTOR = "trainer.kubeflow.org/trainjob-ancestor-step"
 TRAINER = "trainer"  # the ancestor value of the replicated job Trainer sizes by numNodes
 NODE, LAUNCHER = "node", "launcher"
 REPLICATED_JOBS = ("spec", "template", "spec", "replicatedJobs")
+ML_NUM_NODES = ("spec", "mlPolicy", "numNodes")
 _TEMPLATE = "a runtime is a template: the TrainJobs that use it are the workloads, each forming its gang"
 
 
@@ -111,6 +112,14 @@ class RuntimeAdapter(Adapter):
 
     def template_roots(self, obj: dict) -> list[Path]:
         return [_root(i) for i, _ in enumerate(as_list(get_path(obj, REPLICATED_JOBS)))]
+
+    def count_fields(self, obj: dict) -> list[Path]:
+        """The counts its Pods are sized by: its own node count, and each replicated job's ``replicas`` and
+        its Job's ``parallelism``."""
+        found = [*super().count_fields(obj), ML_NUM_NODES]
+        for i, _ in enumerate(as_list(get_path(obj, REPLICATED_JOBS))):
+            found += [(*REPLICATED_JOBS, i, "replicas"), (*REPLICATED_JOBS, i, "template", "spec", "parallelism")]
+        return found
 
 
 def _root(index: int) -> Path:

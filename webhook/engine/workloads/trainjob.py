@@ -194,6 +194,7 @@ class TrainJobAdapter(Adapter):
              "volcano": Gang(GangMethod.unsupported, reason=_RUNTIME),
              "kueue": Gang(GangMethod.kueue, suspend=("spec", "suspend"))}
     pods_label = "jobset.sigs.k8s.io/jobset-name"  # TrainJob -> JobSet of the same name -> Jobs -> Pods
+    controllers = ("system:serviceaccount:kubeflow-system:kubeflow-trainer-controller-manager",)
     template_patterns = ((*PATCHES, "[]", *_PATCH_TEMPLATE, "[]", "template", "spec", "template"),)
     resource_patterns = (RESOURCES_PER_NODE,)  # where its GPUs are asked for, besides its runtime
     # runtime patches may not set a PriorityClass, nor add init containers (only change the runtime's), nor claim

@@ -6,7 +6,9 @@ defaults it to the tasks' total), ``queue = spec.queue`` and ``priorityClassName
 spec.priorityClassName``, and creates the Pods only once Volcano's scheduler moved that PodGroup
 out of Pending: whatever the platform's backend, Volcano forms this gang
 (pkg/controllers/job/job_controller_actions.go). Its kind is also ``Job``: only the apiVersion
-tells it from a batch/v1 Job.
+tells it from a batch/v1 Job. Volcano's webhook lets an update change only ``replicas`` and ``minAvailable``,
+and its job controller then updates the PodGroup (docs/design/job-scale-up-down.md). The controllers run as
+ServiceAccount ``volcano-system/volcano-controllers`` (the Helm release ``volcano``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ class VolcanoJobAdapter(Adapter):
     gangs = {NATIVE_POD_GROUP: _ALWAYS, "coscheduling": _ALWAYS, "volcano": _ALWAYS,
              "kueue": Gang(GangMethod.unsupported, reason="Kueue has no Volcano Job integration")}
     pods_label = "volcano.sh/job-name"
+    controllers = ("system:serviceaccount:volcano-system:volcano-controllers",)
     template_patterns = (("spec", "tasks", "[]", "template"),)
 
     def templates(self, obj: dict) -> list[TemplateSpec]:
