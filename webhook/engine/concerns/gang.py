@@ -348,9 +348,10 @@ def _resize(ctx: Context, view: Workload) -> None:
     if follow is Follow.never:
         ctx.report(RESIZE_NOT_FOLLOWED, where,
                    f"its {backend} gang keeps {resize.gang_size[0]} Pods: {gang.resize_reason}", recreate)
-    elif follow is Follow.reconciler and backend == NATIVE_POD_GROUP and ctx.policy.podgroup_api.endswith("v1alpha2"):
+    elif (follow is Follow.reconciler and backend == NATIVE_POD_GROUP
+          and ctx.plan.target.podgroup_api.endswith("v1alpha2")):
         ctx.report(RESIZE_NOT_FOLLOWED, where,
-                   f"its native PodGroup ({ctx.policy.podgroup_api}) keeps minCount {resize.gang_size[0]}: "
+                   f"its native PodGroup ({ctx.plan.target.podgroup_api}) keeps minCount {resize.gang_size[0]}: "
                    "Kubernetes 1.36 does not let a PodGroup's schedulingPolicy change", recreate)
     elif follow is Follow.size_field and resize.size_field is not None:
         before, now = resize.size_values
