@@ -84,6 +84,7 @@ VARIABLES = [  # variable and its value -> setting and what it holds
     ("TRAINADMIT_SMALL_BODY_BYTES", "4000", "limits.small_body_bytes", 4000),
     ("TRAINADMIT_MAX_INFLIGHT_BODY_BYTES", str(MiB), "limits.max_inflight_body_bytes", MiB),
     ("TRAINADMIT_DECIDE_MEMORY_BYTES", str(50 * MiB), "limits.decide_memory_bytes", 50 * MiB),
+    ("TRAINADMIT_CEL_KEPT_BYTES", str(MiB), "limits.cel_kept_bytes", MiB),
     ("TRAINADMIT_WAIT_TIMEOUT", "0.5", "limits.wait_timeout", 0.5),
     ("TRAINADMIT_SEND_TIMEOUT", "4", "limits.send_timeout", 4.0),
     ("TRAINADMIT_LINGER_TIMEOUT", "1", "limits.linger_timeout", 1.0),

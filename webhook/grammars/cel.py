@@ -11,11 +11,20 @@ exist in the input, so an expression with comprehensions nested ``d`` deep costs
 ``size(largest collection) ** d`` steps per comprehension. The runtime offers no iteration limit,
 so the engine computes that bound from the actual object and refuses to evaluate an expression
 whose bound exceeds the budget, with an error that says so.
+
+The library keeps every call of a Python host function (``quantity()`` and the other Kubernetes
+functions below): cel-expr-python 0.1.3 never releases the argument tuple it builds for the call, the
+Python values it converts the arguments to, or the value the function returns. Nothing else of an
+evaluation is kept (neither the activation nor the object). ``kept_bytes()`` counts what has been kept
+in this process, so that a server process can be replaced before it adds up; README "Hardening".
 """
 
 from __future__ import annotations
 
 import re
+import sys
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -65,22 +74,95 @@ def _q(value: str) -> Decimal:
         raise ValueError(f"quantity({value!r}): {exc}") from exc
 
 
+class _KeptCalls:
+    """Bytes of host-function calls the CEL library has kept in this process (see the module's docstring).
+
+    Per call: the argument tuple (40 + 8 per argument, with its garbage-collector header), each argument
+    as the function received it, and the result unless it is one of its arguments, except values Python
+    never allocates (None, a bool, a small int, a one-letter str). Counted only when ``calibrate`` found
+    that the library keeps a call: a release of the library that fixes it makes the count zero, not wrong."""
+
+    def __init__(self) -> None:
+        self.enabled = False
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def calibrate(self, cel) -> None:
+        """Call a probe host function once and see whether the library still holds its result."""
+        results: list[str] = []
+
+        def probe(value: str) -> str:
+            results.append(value + "!")  # a new object: only we and, if it keeps calls, the library hold it
+            return results[-1]
+
+        t = cel.Type
+        env = cel.NewEnv(functions=[cel.FunctionDecl("probe", [cel.Overload("probe_string", t.STRING, [t.STRING],
+                                                                            False, probe)])])
+        env.compile("probe('x') != ''").eval(data={})
+        self.enabled = bool(results) and sys.getrefcount(results[0]) > 2  # our list, getrefcount's argument
+
+    def add(self, args: tuple, result: object) -> None:
+        if not self.enabled:
+            return
+        size = 40 + 8 * len(args) + sum(sys.getsizeof(a) for a in args if not _shared(a))
+        if not (_shared(result) or any(result is a for a in args)):
+            size += sys.getsizeof(result)
+        with self._lock:
+            self._bytes += size
+
+    @property
+    def bytes(self) -> int:
+        return self._bytes
+
+
+def _shared(value: object) -> bool:
+    """A value Python hands out without allocating: None, a bool, a small int, an empty or one-letter str."""
+    kind = type(value)
+    return (value is None or kind is bool or (kind is int and -5 <= value <= 256)  # type: ignore[operator]
+            or (kind is str and len(value) < 2))  # type: ignore[arg-type]
+
+
+_KEPT = _KeptCalls()
+
+
+def kept_bytes() -> int:
+    """Bytes the CEL library has kept of host-function calls in this process (0 if it keeps none)."""
+    return _KEPT.bytes
+
+
+def _kept(impl: Callable[..., Any]) -> Callable[..., Any]:
+    """``impl`` as a host function whose calls are counted in ``kept_bytes`` (a call that raises keeps its
+    arguments too)."""
+
+    def call(*args: Any) -> Any:
+        result = None
+        try:
+            result = impl(*args)
+            return result
+        finally:
+            _KEPT.add(args, result)
+
+    return call
+
+
 def _functions(cel) -> list:
     t = cel.Type
+
+    def overload(overload_id: str, result: Any, params: list, member: bool, impl: Callable[..., Any]) -> Any:
+        return cel.Overload(overload_id, result, params, member, _kept(impl))
+
     return [
-        cel.FunctionDecl("quantity", [cel.Overload("quantity_string", t.STRING, [t.STRING], False, _quantity)]),
-        cel.FunctionDecl("isQuantity", [cel.Overload("isQuantity_string", t.BOOL, [t.STRING], False,
-                                                     lambda s: _is_quantity(s))]),
-        cel.FunctionDecl("isGreaterThan", [cel.Overload("string_isGreaterThan_string", t.BOOL, [t.STRING, t.STRING],
-                                                        True, lambda a, b: _q(a) > _q(b))]),
-        cel.FunctionDecl("isLessThan", [cel.Overload("string_isLessThan_string", t.BOOL, [t.STRING, t.STRING],
-                                                     True, lambda a, b: _q(a) < _q(b))]),
-        cel.FunctionDecl("compareTo", [cel.Overload("string_compareTo_string", t.INT, [t.STRING, t.STRING], True,
-                                                    lambda a, b: (_q(a) > _q(b)) - (_q(a) < _q(b)))]),
-        cel.FunctionDecl("asInteger", [cel.Overload("string_asInteger", t.INT, [t.STRING], True,
-                                                    lambda a: _as_int(a))]),
-        cel.FunctionDecl("asApproximateFloat", [cel.Overload("string_asApproximateFloat", t.DOUBLE, [t.STRING], True,
-                                                             lambda a: float(_q(a)))]),
+        cel.FunctionDecl("quantity", [overload("quantity_string", t.STRING, [t.STRING], False, _quantity)]),
+        cel.FunctionDecl("isQuantity", [overload("isQuantity_string", t.BOOL, [t.STRING], False, _is_quantity)]),
+        cel.FunctionDecl("isGreaterThan", [overload("string_isGreaterThan_string", t.BOOL, [t.STRING, t.STRING],
+                                                    True, lambda a, b: _q(a) > _q(b))]),
+        cel.FunctionDecl("isLessThan", [overload("string_isLessThan_string", t.BOOL, [t.STRING, t.STRING],
+                                                 True, lambda a, b: _q(a) < _q(b))]),
+        cel.FunctionDecl("compareTo", [overload("string_compareTo_string", t.INT, [t.STRING, t.STRING], True,
+                                                lambda a, b: (_q(a) > _q(b)) - (_q(a) < _q(b)))]),
+        cel.FunctionDecl("asInteger", [overload("string_asInteger", t.INT, [t.STRING], True, _as_int)]),
+        cel.FunctionDecl("asApproximateFloat", [overload("string_asApproximateFloat", t.DOUBLE, [t.STRING], True,
+                                                         lambda a: float(_q(a)))]),
     ]
 
 
@@ -114,6 +196,7 @@ def _env():
         from cel_expr_python import cel
         from cel_expr_python.ext import ext_strings
 
+        _KEPT.calibrate(cel)
         _ENV = (cel, cel.NewEnv(variables={name: cel.Type.DYN for name in ("object", "oldObject", "request", "params",
                                                                                  "variables")},
                                 extensions=[ext_strings.ExtStrings()], functions=_functions(cel)))

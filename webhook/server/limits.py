@@ -20,9 +20,11 @@ from .options import AUTO, seconds, setting, whole
 MiB = 1024 * 1024
 
 # A worker is replaced after this many requests (plus up to the jitter, at random, so that the workers of a
-# replica are not replaced together): it bounds what a process keeps over time (the CEL library's host
-# functions leak ~0.1-0.3 KB per call: ~10 MB per worker between restarts) at the cost of
-# a new worker's start (~1-2 s of CPU) every 20,000 requests.
+# replica are not replaced together): it bounds what a process keeps over time at the cost of a new worker's
+# start (~1-2 s of CPU) every 20,000 requests. What the CEL library keeps of host-function calls (~0.1-0.2 KB
+# per call; 265 bytes per review that fires the bundled memory-per-gpu rule, ~5 MB per worker between
+# restarts) is bounded by bytes, not requests: a rule that calls quantity() for every item of a long list
+# keeps that much per review (cel_kept_bytes below).
 MAX_REQUESTS = 20000
 MAX_REQUESTS_JITTER = 4000
 
@@ -55,6 +57,11 @@ class ReadLimits:
     # at etcd's 1.5 MiB limit) is estimated at ~190 MB and still fits alone.
     decide_memory_bytes: int = setting(200 * MiB, flag=None, env=AUTO, parse=whole(1),
                                        help="estimated memory of the reviews being decided, per worker process")
+    # Two workers at the limit add 32 MiB to a replica, within the headroom the decide budget leaves in 512Mi;
+    # the bundled rules keep at most 265 bytes per review, so request recycling comes first for them
+    cel_kept_bytes: int = setting(16 * MiB, flag=None, env=AUTO, parse=whole(1),
+                                  help="bytes of CEL host-function calls the CEL library may keep in a worker "
+                                       "before the worker is replaced")
     wait_timeout: float = setting(20.0, flag=None, env=AUTO, parse=seconds,
                                   help="seconds a large request waits for the in-flight budget (503 after)")
     send_timeout: float = setting(10.0, flag=None, env=AUTO, parse=seconds,

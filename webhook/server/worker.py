@@ -52,6 +52,7 @@ from gunicorn import http
 from gunicorn import sock as gsock
 from gunicorn.workers.gthread import TConn, ThreadWorker
 
+from ..grammars.cel import kept_bytes
 from .limits import ReadLimits
 from .memory import LargeRequestTrimmer
 
@@ -255,6 +256,16 @@ class DeadlineThreadWorker(ThreadWorker):
             return False
         finally:
             self.trimmer.finished(large)
+            self._retire_if_cel_kept_too_much()
+
+    def _retire_if_cel_kept_too_much(self) -> None:
+        """The CEL library keeps every host-function call (grammars.cel): past the budget the worker is replaced
+        the way ``max_requests`` replaces it (it finishes what it accepted, the arbiter starts another)."""
+        kept = kept_bytes()
+        if self.alive and kept >= self.limits.cel_kept_bytes:
+            self.log.warning("replacing the worker: the CEL library keeps %d bytes of host-function calls "
+                          "(TRAINADMIT_CEL_KEPT_BYTES %d)", kept, self.limits.cel_kept_bytes)
+            self.alive = False
 
     def finish_request(self, conn: TConn, fs: Any) -> None:
         body = getattr(conn, "budget_bytes", 0)
