@@ -75,3 +75,24 @@ def run_cli(*args: str, stdin: str | None = None) -> CliResult:
     finally:
         sys.stdin = old_stdin
     return CliResult(code, out.getvalue(), err.getvalue())
+
+
+# A platform that runs GKE's A3 Ultra machines: a pool whose fabric is GPUDirect-RDMA (GKE multi-networking
+# interfaces), which team-nlp may use. The bundled pools are InfiniBand and Ethernet, so GKE's public A3 Ultra
+# manifests (tests/fixtures/real-world/gke-ctk-a3ultra-*) are refused there (intent.no-pool) and admitted here.
+A3_ULTRA_POOL = {
+    "apiVersion": "trainadmit.io/v1alpha1", "kind": "Pool", "metadata": {"name": "a3-ultra"},
+    "spec": {"fabric": "gke-gpudirect-rdma", "gpu": {"resource": "nvidia.com/gpu", "perNode": 8},
+             "nodeSelector": {"cloud.google.com/gke-accelerator": "nvidia-h200-141gb"},
+             "topology": {"default": "any", "levels": [{"name": "node", "nodeLabel": "kubernetes.io/hostname",
+                                                         "maxNodes": 1}]}}}
+
+
+def a3_ultra_policy_dir(directory, platform: dict | None = None):
+    """The bundled policies with ``A3_ULTRA_POOL``, and team-nlp's Quota allowing it as well (Platform.spec
+    fields overridden by ``platform``)."""
+    from conftest import POLICIES, load_yaml, write_policy
+
+    [quota] = [d for d in load_yaml(POLICIES / "quotas.yaml") if d["metadata"]["name"] == "team-nlp"]
+    quota = {**quota, "spec": {**quota["spec"], "allowedPools": [*quota["spec"]["allowedPools"], "a3-ultra"]}}
+    return write_policy(directory, platform, extra=[A3_ULTRA_POOL], replace=[quota])

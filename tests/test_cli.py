@@ -25,7 +25,7 @@ def test_admitted_file_exits_0_and_denied_exits_1():
     assert "ADMITTED" in ok.stdout and "1 admitted, 0 denied" in ok.stdout
     bad = program("check", str(EXAMPLES / "denied-partial-nodes.yaml"))
     assert bad.returncode == 1
-    assert "[topology.whole-node]" in bad.stdout and "fix: set nvidia.com/gpu: 8 and 3 workers" in bad.stdout
+    assert "[topology.whole-node]" in bad.stdout and 'fix: set spec.template.spec.containers[0].resources.limits["nvidia.com/gpu"]: 8 and spec.parallelism: 3 and spec.completions: 3' in bad.stdout
 
 
 def test_directory_of_examples_reports_each_object():

@@ -11,7 +11,7 @@ import json
 import pytest
 import yaml
 from conftest import BACKENDS, EXAMPLES, FIXTURES, POLICIES, deep, load_yaml, write_policy
-from helpers import job, rules_of, run_cli
+from helpers import job, rules_of, run_cli, with_gpus
 
 from trainadmit.cluster.index import ClusterIndex
 from trainadmit.cluster.snapshot import SnapshotCluster
@@ -63,6 +63,10 @@ def test_the_real_apiservers_discovery_reads_as_its_version_and_apis():
     (("scheduling.x-k8s.io/v1alpha1", "kueue.x-k8s.io/v1beta2"), "apis-1.36-plain.json", "coscheduling"),
     (("kueue.x-k8s.io/v1beta2",), "apis-1.36-plain.json", "kueue"),
     (("scheduling.volcano.sh/v1beta1",), "apis-1.36-workload-api.json", "native/pod-group"),  # native first
+    # KAI's Queue and PodGroup CRDs (fixtures/operators/kai/crds): KAI, before Volcano
+    (("scheduling.run.ai/v2", "scheduling.run.ai/v2alpha2", "scheduling.volcano.sh/v1beta1"), "apis-1.36-plain.json",
+     "kai"),
+    (("scheduling.run.ai/v2",), "apis-1.36-workload-api.json", "native/pod-group"),
 ])
 def test_auto_takes_the_first_backend_the_cluster_serves(bundled, extra, apis, expected):
     d = decide(bundled, Request(deep(LLAMA)), view(*extra, apis=apis))
@@ -75,7 +79,7 @@ def test_the_bundled_default_on_a_plain_136_apiserver_admits_without_a_gang_nami
     [v] = [v for v in d.violations if v.rule == "gang.unavailable"]
     assert v.action.value == "warn" and v.path == "metadata"
     assert v.message.startswith("no gang scheduler is served (Kubernetes v1.36.2: no scheduling.k8s.io/v1alpha2, "
-                                "no Volcano, scheduler-plugins or Kueue CRDs)")
+                                "no KAI Scheduler, Volcano, scheduler-plugins or Kueue CRDs)")
     assert "--feature-gates=GenericWorkload=true --runtime-config=scheduling.k8s.io/v1alpha2=true" in v.hint
     assert "GangScheduling=true" in v.hint and v.hint.endswith("or install one of those")
     # kubectl shows the whole of it: the server's bound on a warning's length cuts nothing
@@ -90,6 +94,41 @@ def test_the_bundled_default_on_a_plain_136_apiserver_admits_without_a_gang_nami
     bad = deep(LLAMA)
     bad["spec"]["completionMode"] = "NonIndexed"
     assert "gang.completion-mode" in rules_of(decide(bundled, Request(bad), view()))
+
+
+KAI_SERVED = ("scheduling.run.ai/v2", "scheduling.run.ai/v2alpha2", "kai.scheduler/v1alpha1")  # its three CRDs
+
+
+def test_the_bundled_default_on_a_cluster_serving_kais_crds_gangs_a_multi_node_gpu_job_through_kai(bundled):
+    """A plain 1.36 apiserver (no Workload API) with KAI Scheduler's CRDs (Queue scheduling.run.ai/v2, PodGroup
+    v2alpha2, Topology kai.scheduler/v1alpha1: fixtures/operators/kai/crds), and the Kubernetes docs' Indexed Job
+    with 8 GPUs in each of its 3 Pods: auto chooses KAI, and the Job gets what KAI's podgrouper reads
+    (fixtures/operators/kai/README.md): the queue label on the Job, KAI's default leaf queue default-queue since
+    neither the Job nor the bundled policy names one; the gang's minimum as kai.scheduler/batch-min-member (KAI
+    gives a Job one Pod otherwise); schedulerName kai-scheduler. No native gang and no gang.unavailable. The
+    bundled policy names no KAI Topology, so the rack colocation is required pod affinity, warned about with
+    the fix naming Platform.spec.gang.kaiTopology."""
+    [obj] = [d for d in load_yaml(FIXTURES / "real-world" / "k8s-website-indexed-job.yaml") if d.get("kind") == "Job"]
+    obj = with_gpus(obj, 8)
+    obj["spec"]["completions"] = obj["spec"]["parallelism"]  # 3: a gang Job runs its Pods at once
+    d = decide(bundled, Request(obj, namespace="team-nlp"), view(*KAI_SERVED))
+    assert d.allowed, [v.text() for v in d.violations]
+    assert d.summary["gang"] == "kai" and "gang.unavailable" not in rules_of(d)
+    m = d.mutated
+    assert m["metadata"]["labels"]["kai.scheduler/queue"] == "default-queue"
+    assert m["metadata"]["annotations"]["kai.scheduler/batch-min-member"] == "3"
+    pod = m["spec"]["template"]["spec"]
+    assert pod["schedulerName"] == "kai-scheduler"
+    assert "scheduling" not in m["spec"] and "schedulingGroup" not in pod and d.companions == []
+    [term] = pod["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term["topologyKey"] == "topology.kubernetes.io/rack"
+    [risk] = [v for v in d.violations if v.rule == "topology.colocation-risk"]
+    assert "Platform.spec.gang.kaiTopology" in risk.hint
+    # the same cluster with the Workload API on: native comes first
+    gated = decide(bundled, Request(deep(obj), namespace="team-nlp"), view(*KAI_SERVED,
+                                                                        apis="apis-1.36-workload-api.json"))
+    assert gated.summary["gang"] == "native/pod-group" and "kai.scheduler/queue" not in gated.mutated["metadata"].get(
+        "labels", {})
 
 
 def test_a_platform_that_wants_no_gangless_gpu_job_sets_the_rule_to_deny(tmp_path):

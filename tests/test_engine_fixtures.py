@@ -30,7 +30,7 @@ def _objects():
         out.append((name, req["object"], req["namespace"]))
     for path in sorted((FIXTURES / "real-world").glob("*.y*ml")):
         for i, doc in enumerate(load_yaml(path)):
-            if doc.get("kind") in ("Job", "Pod"):
+            if (doc.get("apiVersion"), doc.get("kind")) in (("batch/v1", "Job"), ("v1", "Pod")):  # Kubernetes' own
                 out.append((f"{path.name}#{i}", doc, None))
     return out
 

@@ -69,7 +69,9 @@ def test_dranet_mpijob_takes_its_gpus_from_its_claim_template_and_must_take_whol
     [whole] = [v for v in d.violations if v.rule == "topology.whole-node"]
     assert whole.path == "spec.mpiReplicaSpecs.Worker.template.spec.resourceClaims[0]"
     assert "requests 4 GPUs per worker across 2 workers; pool h100-ib has 8 GPUs per node" in whole.message
-    assert whole.hint == "set count: 8 in the claim's gpu.nvidia.com request and 1 worker"
+    assert whole.hint == ("set count: 8 in the gpu.nvidia.com request of the claim named at "
+                          "spec.mpiReplicaSpecs.Worker.template.spec.resourceClaims[0] and "
+                          "spec.mpiReplicaSpecs.Worker.replicas: 1")
 
 
 def test_a_claim_per_pod_and_a_shared_claim_are_counted_as_the_scheduler_allocates_them(policy):

@@ -209,7 +209,10 @@ def test_multi_node_worker_must_take_whole_nodes(policy):
     whole = [v for v in d.denials if v.rule == "topology.whole-node"]
     assert {v.path.split(".template")[0] for v in whole} == {"spec.pytorchReplicaSpecs.Master",
                                                              "spec.pytorchReplicaSpecs.Worker"}
-    assert "nvidia.com/gpu: 8" in whole[0].hint
+    # Master 1 + Worker 3 Pods of 6 GPUs are 24 GPUs: 3 whole nodes, the Master's and 2 Workers'
+    assert whole[0].hint == ('set spec.pytorchReplicaSpecs.Master.template.spec.containers[0].resources.limits'
+                             '["nvidia.com/gpu"]: 8 and spec.pytorchReplicaSpecs.Worker.template.spec.containers[0]'
+                             '.resources.limits["nvidia.com/gpu"]: 8 and spec.pytorchReplicaSpecs.Worker.replicas: 2')
     assert decide(policy, Request(_pytorchjob(3, 8))).allowed
 
 
@@ -338,8 +341,11 @@ def test_operator_keys_per_backend(policies):
     assert labels["volcano.sh/queue-name"] == "kuberay-test-queue"  # the user's queue label is kept
     assert labels["ray.io/priority-class-name"] == "training-normal"
     vjob = gpu_job(document("operators/volcano/examples/mindspore-gpu.yaml", 0))
-    spec = decide(policies["native-job"], Request(vjob)).mutated["spec"]
-    assert spec["minAvailable"] == 3 and spec["queue"] == "default" and spec["priorityClassName"] == "training-normal"
+    d = decide(policies["native-job"], Request(vjob))
+    spec = d.mutated["spec"]
+    assert spec["minAvailable"] == 3 and spec["priorityClassName"] == "training-normal"
+    # spec.queue: Volcano's CRD defaults it to "default" (crds/batch.volcano.sh_jobs.yaml), the queue wanted
+    assert "queue" not in spec and "spec.queue: the Job CRD defaults it to default, the queue wanted" in d.summary["notes"]
 
 
 def test_native_gang_where_the_crd_cannot_carry_it_is_a_warning(policies):

@@ -193,7 +193,7 @@ def test_a_gang_too_few_matching_nodes_can_hold_is_denied_naming_the_label(polic
     v = next(v for v in d.denials if v.rule == "hardware.matching-nodes")
     assert v.message == ("needs 3 nodes of pool h100-ib with its required node labels, and 2 of its 4 nodes have them "
                          "(nvidia.com/cuda.driver.major > 549 holds on 2)")
-    assert v.hint.startswith("use at most 2 workers")
+    assert v.hint.startswith("set spec.parallelism: 2 and spec.completions: 2, or ask the platform team")
     assert "hardware.matching-nodes" not in rules_of(decide(policy, Request(job(workers=2, annotations=any_topology)),
                                                             cluster))
     cluster.put_node({"metadata": {"name": names[0], "labels": {

@@ -3,7 +3,8 @@ bounded, and unchanged when nothing changed (so the writer need not write).
 
 The CRDs and the real reports are tests/fixtures/reports (OpenReports' and Kyverno's CRDs; reports as
 Kyverno and Kubewarden write them). The workloads are public manifests stored in team-nlp; what each
-result says is worked out by hand from them and the bundled policy (see each test)."""
+result says is worked out by hand from them and the bundled policy with a GKE A3 Ultra pool, on which GKE's
+A3 Ultra JobSet runs (see each test)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from functools import cache
 
 import jsonschema
 import pytest
-from conftest import BACKENDS, EXAMPLES, FIXTURES, load_yaml, write_policy
+from conftest import BACKENDS, EXAMPLES, FIXTURES, load_yaml
 from crd_prune import crd_schema, pruned
+from helpers import a3_ultra_policy_dir
 
 from trainadmit.cluster.judge import Status, judge
 from trainadmit.cluster.reports import (
@@ -73,10 +75,10 @@ def test_the_check_accepts_real_reports_and_refuses_broken_ones():
 
 @pytest.fixture(scope="module")
 def policy(tmp_path_factory):
-    """The bundled policy on the cluster these reports were worked out for: 1.37 with the Workload API gates
-    declared (the bundled default declares none, and then every rack-colocated workload also warns
-    topology.colocation-risk)."""
-    return load_policy(write_policy(tmp_path_factory.mktemp("policy"), BACKENDS["native-job"]))
+    """The bundled policy with the A3 Ultra pool, on the cluster these reports were worked out for: 1.37 with the
+    Workload API gates declared (the bundled default declares none, and then every rack-colocated workload also
+    warns topology.colocation-risk)."""
+    return load_policy(a3_ultra_policy_dir(tmp_path_factory.mktemp("a3-ultra"), BACKENDS["native-job"]))
 
 
 def _stored(path, kind: str, name: str, namespace: str = "team-nlp", uid: str = "") -> dict:
@@ -90,8 +92,8 @@ def _stored(path, kind: str, name: str, namespace: str = "team-nlp", uid: str = 
 
 def _workloads() -> list[dict]:
     return [
-        # 4 x 8 GPUs, Kueue's queue label: admitted with a warning (a gang of another backend), and the
-        # pool's placement, RDMA, NCCL, preflight and priority are what it would still get
+        # 4 x 8 GPUs, Kueue's queue label, GKE's GPUDirect-RDMA interfaces: on the A3 Ultra pool, admitted with a
+        # warning (a gang of another backend); its own network keeps the RDMA concern out
         _stored(FIXTURES / "real-world" / "gke-ctk-a3ultra-nccl-jobset-example.yaml", "JobSet", "a3-nccl"),
         # 2 x (8 + 8) GPUs: admitted with a warning (LeaderWorkerSet has no native gang)
         _stored(FIXTURES / "operators" / "lws" / "examples" / "vllm-gpu-lws.yaml", "LeaderWorkerSet", "vllm"),
@@ -124,7 +126,7 @@ def test_one_result_per_workload_and_rule(policy):
     [mnist] = [r for r in _results(policy) if r["resources"][0]["name"] == "mnist"]
     assert mnist["properties"]["path"].count("resources.limits") == 2
     [a3] = [r for r in _results(policy) if r["resources"][0]["name"] == "a3-nccl"]
-    assert a3["properties"]["would-set"] == "hardware, nccl, placement, preflight, priority, rdma"
+    assert a3["properties"]["would-set"] == "placement, priority"  # the A3 Ultra pool sets only a nodeSelector
     assert a3["resources"][0] == {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "namespace": "team-nlp",
                                   "name": "a3-nccl", "uid": a3["resources"][0]["uid"]}
 

@@ -19,7 +19,9 @@ def test_whole_node_denial_reads_like_advice(policy):
     [v] = [v for v in d.denials if v.rule == "topology.whole-node"]
     assert v.message == ("requests 6 GPUs per worker across 4 workers; pool h100-ib has 8 GPUs per node: "
                          "multi-node workers must take whole nodes")
-    assert v.hint == "set nvidia.com/gpu: 8 and 3 workers"
+    # in the Job's own fields, with values that pass: 24 GPUs on whole 8-GPU nodes are 3 workers
+    assert v.hint == ('set spec.template.spec.containers[0].resources.limits["nvidia.com/gpu"]: 8 and '
+                      "spec.parallelism: 3 and spec.completions: 3")
     assert v.path == 'spec.template.spec.containers[0].resources.limits["nvidia.com/gpu"]'
     assert "topology.whole-node" not in rules_of(run(policy, job(workers=4, gpus=8)))
 
@@ -27,13 +29,16 @@ def test_whole_node_denial_reads_like_advice(policy):
 def test_uneven_total_mentions_the_rounded_total(policy):
     d = run(policy, job(workers=3, gpus=5))
     [v] = [v for v in d.denials if v.rule == "topology.whole-node"]
-    assert v.hint == "set nvidia.com/gpu: 8 and 2 workers (16 GPUs in all)"
+    assert v.hint == ('set spec.template.spec.containers[0].resources.limits["nvidia.com/gpu"]: 8 and '
+                      "spec.parallelism: 2 and spec.completions: 2 (16 GPUs in all)")
 
 
 def test_single_pod_must_fit_one_node(policy):
     d = run(policy, job(workers=1, gpus=16))
     assert "topology.single-node-fit" in rules_of(d)
-    assert "run 2 workers" in next(v.hint for v in d.denials if v.rule == "topology.single-node-fit")
+    assert next(v.hint for v in d.denials if v.rule == "topology.single-node-fit") == (
+        'set spec.template.spec.containers[0].resources.limits["nvidia.com/gpu"]: 8 and spec.parallelism: 2 and '
+        "spec.completions: 2")
     assert "topology.single-node-fit" not in rules_of(run(policy, job(workers=1, gpus=8)))
 
 
@@ -128,7 +133,8 @@ def test_quota_rules_and_namespace_resource_quota(policy):
     # team-nlp: hard 64, used 48 -> 16 free; 4 x 8 = 32 needed
     d = run(policy, job(workers=4), cluster)
     v = next(v for v in d.denials if v.rule == "quota.namespace-remaining")
-    assert "has 16 of 64 free" in v.message and "at most 2 workers" in v.hint
+    assert "has 16 of 64 free" in v.message
+    assert v.hint == "wait for running jobs to finish, or set spec.parallelism: 2 and spec.completions: 2"
     assert "quota.namespace-remaining" not in rules_of(run(policy, job(workers=2), cluster))
     assert "quota.namespace-hard" in rules_of(run(policy, job(workers=9), cluster))
 
@@ -168,9 +174,20 @@ def test_rule_actions_can_be_overridden(tmp_path):
     assert "gang.completion-mode" not in rules_of(d)
 
 
-def test_shm_larger_than_memory_warns(policy):
+def test_shm_larger_than_memory_warns_about_the_users_own_volume_only(policy):
+    """trainadmit's /dev/shm is sized to fit (half of a 32Gi limit: 16Gi), so its own rule never warns about it;
+    a user's memory-backed /dev/shm that may outgrow the container's memory limit is warned about."""
     d = run(policy, job(container={"resources": {"limits": {"nvidia.com/gpu": 8, "memory": "32Gi"}}}))
-    assert "storage.shm-exceeds-memory" in {v.rule for v in d.warnings}
+    assert "storage.shm-exceeds-memory" not in rules_of(d)
+    [volume] = [v for v in d.mutated["spec"]["template"]["spec"]["volumes"] if v["name"] == "ta-dshm"]
+    assert volume["emptyDir"] == {"medium": "Memory", "sizeLimit": "16Gi"}
+    own = job(container={"resources": {"limits": {"nvidia.com/gpu": 8, "memory": "32Gi"}},
+                         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}]},
+              extra_spec={"volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "64Gi"}}]})
+    [v] = [v for v in run(policy, own).warnings if v.rule == "storage.shm-exceeds-memory"]
+    assert v.path == 'spec.template.spec.containers[0].resources.limits.memory'
+    assert v.hint == ("set spec.template.spec.containers[0].resources.limits.memory above 64Gi, or the sizeLimit of "
+                      "volume dshm below 32Gi")
     d = run(policy, job(container={"resources": {"limits": {"nvidia.com/gpu": 8, "memory": "1Ti"}}}))
     assert "storage.shm-exceeds-memory" not in rules_of(d)
 
@@ -196,7 +213,8 @@ def test_enforced_nccl_env_conflict_is_denied(tmp_path):
     p = load_policy(write_policy(tmp_path, {"enforce": ["ncclEnv"]}))
     d = decide(p, Request(job(env=[{"name": "NCCL_SOCKET_IFNAME", "value": "=ib0"}])))
     v = next(v for v in d.denials if v.rule == "enforced.conflict")
-    assert "ncclEnv" in v.message and v.hint == "remove it or set '=eth0'"
+    assert "ncclEnv" in v.message and v.hint == ("set spec.template.spec.containers[0].env[0].value: '=eth0' (or leave "
+                                                    "it out: the platform sets it)")
     assert decide(p, Request(job(env=[{"name": "NCCL_SOCKET_IFNAME", "value": "=eth0"}]))).allowed
 
 

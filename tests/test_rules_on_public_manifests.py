@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 
-from conftest import FIXTURES, load_yaml, write_policy
+from conftest import FIXTURES, POLICIES, load_yaml, review, write_policy
 from helpers import with_gpus
 
 from trainadmit.engine import Request, decide, load_policy
@@ -40,7 +40,7 @@ def test_a_dataset_where_the_manifest_already_mounts_a_volume_is_refused(tmp_pat
     assert not d.allowed and v.action.value == "deny"
     assert v.path == "spec.template.spec.containers[0].volumeMounts"
     assert v.message == "container worker already mounts something at /input, where dataset inputs goes"
-    assert v.hint == "remove that mount or the dataset from trainadmit.io/datasets"
+    assert v.hint == "remove that mount or inputs from trainadmit.io/datasets"
     mounts = d.mutated["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
     assert [m["mountPath"] for m in mounts if m["mountPath"] == "/input"] == ["/input"]  # the user's, alone
 
@@ -77,10 +77,11 @@ def test_gang_intent_on_a_bare_pod_is_a_warning_and_no_gang(policy):
 
 
 def test_colocating_a_generate_name_job_by_pod_affinity_cannot_name_its_pods(tmp_path):
-    """Kueue's sample Job (generateName, 3 workers) with GPUs under the coscheduling backend: its workers
-    are colocated by pod affinity to the Job's own Pods, which a generateName Job cannot name yet."""
-    policy = load_policy(write_policy(tmp_path, {"gang": {"backend": "coscheduling"}}))
-    obj = with_gpus(manifest("kueue-sample-job.yaml"))
+    """A generateName Job as a real kube-apiserver sent it (admission-reviews/job-07: 4 x 8 GPUs, rack) under the
+    Volcano backend: its workers are colocated by pod affinity to the Job's own Pods, which a generateName Job
+    cannot name yet."""
+    policy = load_policy(write_policy(tmp_path, {"gang": {"backend": "volcano"}}))
+    obj = review("job-07-mutate-Job-CREATE.json")["request"]["object"]
     d = decide(policy, Request(obj, namespace="team-nlp"))
     v = violation(d, "topology.colocation-unavailable")
     assert v.action.value == "warn" and v.path == "metadata.name"
@@ -90,6 +91,19 @@ def test_colocating_a_generate_name_job_by_pod_affinity_cannot_name_its_pods(tmp
     assert "podAffinity" not in d.mutated["spec"]["template"]["spec"].get("affinity", {})
 
 
+def test_a_workload_another_gang_mechanism_places_is_not_colocated_and_the_decision_says_so(tmp_path):
+    """Kueue's sample Job (generateName, 3 workers, queue-name label) with GPUs under the coscheduling backend:
+    Kueue forms and places its gang, so trainadmit adds neither a gang nor pod affinity, and says so."""
+    policy = load_policy(write_policy(tmp_path, {"gang": {"backend": "coscheduling"}}))
+    obj = with_gpus(manifest("kueue-sample-job.yaml"))
+    d = decide(policy, Request(obj, namespace="team-nlp"))
+    assert "topology.colocation-unavailable" not in {v.rule for v in d.violations}
+    assert "podAffinity" not in d.mutated["spec"]["template"]["spec"]["affinity"]  # the pool's node affinity only
+    assert d.summary["topology"] is None
+    assert "workers are not colocated at level rack by trainadmit: left to kueue, which forms and places its gang" in \
+        d.summary["notes"]
+
+
 def test_the_native_topology_constraint_without_the_native_gang_is_a_warning(tmp_path):
     """The same 3 x 8-GPU indexed Job, a policy that asks for the native topology constraint with Kueue as
     the gang backend: only a native gang carries that constraint."""
@@ -97,9 +111,28 @@ def test_the_native_topology_constraint_without_the_native_gang_is_a_warning(tmp
     obj = with_gpus(manifest("k8s-website-indexed-job.yaml"))
     d = decide(policy, Request(obj, namespace="team-nlp"))
     v = violation(d, "topology.colocation-unavailable")
-    assert v.action.value == "warn" and v.path == "spec.scheduling"
-    assert v.message == "the native topology constraint needs the native gang backend"
+    assert v.action.value == "warn" and v.path == 'metadata.annotations["trainadmit.io/topology"]'
+    assert v.message == ("workers are not colocated at level rack: the native topology constraint is part of a "
+                         "native gang, and the policy's gang backend is kueue")
     assert "scheduling" not in d.mutated["spec"]
+
+
+def test_an_elastic_pytorchjob_is_told_its_elastic_minimum_keeps_the_topology_out(tmp_path):
+    """Kubeflow's elastic ImageNet PyTorchJob (Worker replicas 2, elasticPolicy minReplicas 1) with GPUs, on the
+    native backend: the operator gangs only its minimum, so no native gang carries the topology constraint. The
+    cause named is that minimum (not "needs the native gang backend", which the policy already is); under auto
+    no colocation is added and the summary says why, with topologyMethod native it is a warning."""
+    obj = with_gpus(manifest("kftrainingop-imagenet.yaml"))
+    why = ("the native topology constraint is part of a native gang, and this PyTorchJob has none: its operator "
+           "counts 1 of its 2 Pods in a gang (an elastic job counts its minimum)")
+    auto = decide(load_policy(POLICIES), Request(copy.deepcopy(obj), namespace="team-nlp"))
+    assert auto.allowed and auto.summary["topology"] is None
+    assert f"workers are not colocated at level rack by trainadmit: {why}" in auto.summary["notes"]
+    worker = auto.mutated["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+    assert "podAffinity" not in (worker.get("affinity") or {})
+    native = load_policy(write_policy(tmp_path, {"gang": {"topologyMethod": "native"}}))
+    v = violation(decide(native, Request(obj, namespace="team-nlp")), "topology.colocation-unavailable")
+    assert v.message == f"workers are not colocated at level rack: {why}"
 
 
 def test_advice_on_the_number_of_workers_names_the_kinds_own_count_fields(tmp_path):
@@ -115,11 +148,10 @@ def test_advice_on_the_number_of_workers_names_the_kinds_own_count_fields(tmp_pa
     v = violation(d, "quota.workers-per-job")
     assert v.path == "spec.pytorchReplicaSpecs.Worker.replicas"
     assert v.message == "runs 7 workers; quota research allows 4 per job"
-    assert v.hint == ("make spec.pytorchReplicaSpecs.Master.replicas + spec.pytorchReplicaSpecs.Worker.replicas "
-                      "at most 4")
+    assert v.hint == "set spec.pytorchReplicaSpecs.Worker.replicas: 3"  # Master 1 + Worker 3 = 4 Pods
     assert d.summary["scale"] == {"spec.pytorchReplicaSpecs.Master.replicas": 1,
                                   "spec.pytorchReplicaSpecs.Worker.replicas": 6}
     job = with_gpus(manifest("k8s-website-indexed-job.yaml"))  # a batch/v1 Job: its parallelism and completions
     job["spec"].update(parallelism=6, completions=6)
     v = violation(decide(policy, Request(job, namespace="research")), "quota.workers-per-job")
-    assert (v.path, v.hint) == ("spec.parallelism", "set spec.parallelism and spec.completions to at most 4")
+    assert (v.path, v.hint) == ("spec.parallelism", "set spec.parallelism: 4 and spec.completions: 4")

@@ -65,7 +65,7 @@ def test_the_second_40_gpu_job_is_refused_naming_the_first(webhook, cluster):
             assert "[quota.namespace-remaining]" in message
             assert (f"needs 40 nvidia.com/gpu; the other unfinished workloads of namespace {BUDGET_NS} hold 40 of "
                     f"its 64 nvidia.com/gpu (Quota {BUDGET_NS}: Job forty-1: 40), 24 free") in message
-            assert "use at most 3 workers" in message
+            assert "set spec.parallelism: 3 and spec.completions: 3" in message  # 24 free: 3 workers of 8
     finally:
         http.delete(first, propagation="Background")
 

@@ -76,7 +76,8 @@ def semantic_findings(report: LoadReport) -> list[PolicyProblem]:
     enforce = set(spec.enforce)
     auto = spec.gang.backend is GangBackend.auto
     unsatisfiable = {
-        Enforceable.queue: not auto and spec.gang.backend not in (GangBackend.kueue, GangBackend.volcano),
+        Enforceable.queue: not auto and spec.gang.backend not in (GangBackend.kueue, GangBackend.volcano,
+                                                                  GangBackend.kai),
         Enforceable.schedulerName: not auto and policy.scheduler_name is None,
         Enforceable.priorityClassName: not policy.tiers,
         Enforceable.ncclEnv: not any(p.nccl.env for p in policy.pools.values()),

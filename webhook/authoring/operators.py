@@ -21,7 +21,7 @@ BEGIN = "<!-- BEGIN GENERATED OPERATOR TABLE (trainadmit.authoring.operators) --
 END = "<!-- END GENERATED OPERATOR TABLE -->"
 RESIZE_BEGIN = "<!-- BEGIN GENERATED RESIZE TABLE (trainadmit.authoring.operators) -->"
 RESIZE_END = "<!-- END GENERATED RESIZE TABLE -->"
-BACKENDS = ("native", "coscheduling", "volcano", "kueue")
+BACKENDS = ("native", "coscheduling", "volcano", "kueue", "kai")
 
 _TEMPLATES = {
     "native": "every gang template `spec.schedulingGroup.podGroupName` + PodGroup `scheduling.k8s.io/v1beta1`",

@@ -117,6 +117,8 @@ def text(item: Item, decision: Decision, options: Options | None = None) -> str:
     else:
         lines.append(head + f"DENIED ({_plural(len(decision.denials), 'problem')})")
     lines.extend(violation_lines(decision))
+    for note in s.get("notes") or ():  # what was left to the user's choice, or to another component
+        lines.append(f"  note: {note}")
     if decision.unverified:  # what the Pods need that nobody checked (see --cluster)
         lines.append(_unverified(decision, options))
     lines.extend(explain_lines(item, decision, options))

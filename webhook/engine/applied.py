@@ -15,10 +15,14 @@ from .paths import get_path
 
 
 @lru_cache(maxsize=1024)
-def applied_value(generation: str, pool: str | None, gang: str, topology: str | None, injected: tuple) -> str:
-    """The provenance annotation; a handful of distinct values per policy generation, so cached."""
-    return json.dumps({"generation": generation, "pool": pool, "gang": gang, "topology": topology,
-                       "injected": list(injected)}, sort_keys=True, separators=(",", ":"))
+def applied_value(generation: str, pool: str | None, gang: str, topology: str | None, injected: tuple,
+                  notes: tuple = ()) -> str:
+    """The provenance annotation (with what the decision left to the user or another component); a handful of
+    distinct values per policy generation, so cached."""
+    value = {"generation": generation, "pool": pool, "gang": gang, "topology": topology, "injected": list(injected)}
+    if notes:
+        value["notes"] = list(notes)
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
 def read_applied(obj: dict, policy: PolicySet) -> dict | None:

@@ -15,10 +15,28 @@ KUEUE_PRIORITY = "kueue.x-k8s.io/priority-class"
 KUEUE_REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
 SAKKARA_GROUP = "sakkara.group.name"
 JOBSET_EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+# NVIDIA KAI Scheduler: its podgrouper builds a PodGroup for every workload whose Pods name its scheduler, with the
+# queue from this label on the top owner (else the Pod), the size of a batch/v1 Job from the annotation, and
+# topology from the placement annotations (fixtures/operators/kai/README.md: KAI-Scheduler pkg/podgrouper)
+KAI_SCHEDULER = "kai-scheduler"
+KAI_QUEUE = "kai.scheduler/queue"
+KAI_BATCH_MIN_MEMBER = "kai.scheduler/batch-min-member"
+KAI_TOPOLOGY = "kai.scheduler/topology"
+KAI_REQUIRED_PLACEMENT = "kai.scheduler/topology-required-placement"
+
+KUEUE_PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
+KAI_PREFERRED_PLACEMENT = "kai.scheduler/topology-preferred-placement"
+# annotations with which a workload asks its gang scheduler for a topology itself (object or pod template)
+TOPOLOGY_REQUESTS = (KUEUE_REQUIRED_TOPOLOGY, KUEUE_PREFERRED_TOPOLOGY, KAI_TOPOLOGY, KAI_REQUIRED_PLACEMENT,
+                     KAI_PREFERRED_PLACEMENT)
 
 # on a pod template: label -> the mechanism it belongs to
 TEMPLATE_LABELS = ((POD_GROUP_LABEL, "coscheduling"), (LEGACY_POD_GROUP_LABEL, "coscheduling"),
-                   (KUEUE_POD_GROUP, "kueue"), (SAKKARA_GROUP, "sakkara"))
+                   (KUEUE_POD_GROUP, "kueue"), (SAKKARA_GROUP, "sakkara"), (KAI_QUEUE, "kai"))
+# on the object itself: label -> mechanism
+OBJECT_LABELS = ((KUEUE_QUEUE, "kueue"), (KAI_QUEUE, "kai"))
+# a pod template's schedulerName -> the mechanism of a scheduler that forms gangs of its own
+SCHEDULER_GANGS = ((KAI_SCHEDULER, "kai"),)
 # on a pod template: annotation -> mechanism
 TEMPLATE_ANNOTATIONS = ((VOLCANO_GROUP_ANNOTATION, "volcano"), (JOBSET_EXCLUSIVE, "jobset-exclusive"))
 

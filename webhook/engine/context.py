@@ -16,8 +16,9 @@ from .clusterview import ClusterView
 from .concerns.intent import Resolved
 from .decision import Injection, Source, Violation
 from .dra import listed_claims
+from .network import claim_device_classes
 from .patch import Patcher
-from .paths import Path
+from .paths import Path, field_path
 from .plan import Plan
 from .request import Request
 from .rule import RuleId
@@ -39,14 +40,22 @@ class Context:
     companions: list[dict] = field(default_factory=list)  # objects the reconciler creates (PodGroups)
     concerns: dict[str, None] = field(default_factory=dict)  # concerns applied (injected or already met)
     unverified: list[str] = field(default_factory=list)  # objects named that no cluster view could look up
+    notes: list[str] = field(default_factory=list)  # what was left to the user's choice or to another component
     _gpu_containers: dict[Path, list[ContainerRef]] = field(default_factory=dict, repr=False)
 
     # ---- violations --------------------------------------------------------------------------
-    def report(self, rule: RuleId, path: str, message: str, hint: str = "") -> None:
+    def report(self, rule: RuleId, path: str | Path, message: str, hint: str = "") -> None:
+        """Record a violation at ``path``: a field path for people, or a path into the object, which is shown
+        where the user's object has it (a TrainJob's container resources are in ``spec.trainer``)."""
         action = self.policy.actions.get(rule.id, rule.default)
         if action is Action.off:
             return
-        self.violations.append(Violation(rule.id, action, path, message, hint))
+        where = path if isinstance(path, str) else field_path(self.patcher.route(path))
+        self.violations.append(Violation(rule.id, action, where, message, hint))
+
+    def user_field(self, path: Path) -> str:
+        """``path`` as a field of the user's object (through the kind's aliases), for messages and fixes."""
+        return field_path(self.patcher.route(path))
 
     # ---- injections --------------------------------------------------------------------------
     def inject(self, path: Path, value: object, concern: str, source: Source) -> bool:
@@ -56,6 +65,11 @@ class Context:
             self.injections.append(Injection(self.patcher.route(path), concern, source))
         self.concerns[concern] = None
         return changed
+
+    def note(self, text: str) -> None:
+        """Say what the decision left alone on purpose: the user's own choice, or what another component will do."""
+        if text not in self.notes:
+            self.notes.append(text)
 
     def satisfied(self, concern: str) -> None:
         """The object already holds what the policy prescribes for ``concern`` (the user's own value,
@@ -72,6 +86,10 @@ class Context:
         for i, (_, source) in enumerate(items):
             self.injections.append(Injection((*where, start + i), concern, source))
         self.concerns[concern] = None
+
+    def claim_classes(self, claim: dict) -> tuple[str, ...] | None:
+        """The DeviceClasses a pod's ``resourceClaims`` entry gets devices from, as the cluster view knows them."""
+        return claim_device_classes(self.cluster, self.namespace, claim)
 
     # ---- sources -----------------------------------------------------------------------------
     def platform_source(self, *field_: str | int, note: str = "") -> Source:

@@ -247,11 +247,12 @@ def decide_declared(policy: PolicySet, request: Request, cluster: ClusterView | 
         return _template_kind(ctx, demand)
     if request.operation != "CREATE":
         return _non_create(ctx)
-    ctx.resolved = resolve(workload, policy, gpu_resources_of(workload, policy), ctx.report, demand)
+    ctx.resolved = resolve(workload, policy, gpu_resources_of(workload, policy), ctx.report, demand,
+                           ctx.claim_classes)
     if ctx.resolved.no_pool and policy.platform.noPool == "ignore":
         return Decision(matched=False, generation=policy.generation,
                         reason=f"no pool fits this GPU workload ({ctx.resolved.no_pool}); Platform.spec.noPool: ignore")
-    ctx.plan = make_plan(workload, ctx.resolved, policy, ctx.cluster)
+    ctx.plan = make_plan(workload, ctx.resolved, policy, ctx.cluster, ctx.claim_classes)
     # the kind's writable templates need their parents first (a TrainJob's runtime patch)
     for op, path, value in adapter.skeleton(obj, workload.inherited) if capable(adapter, Skeleton) else ():
         if op == "append":
@@ -282,8 +283,9 @@ def _template_kind(ctx: Context, demand: Demand | None) -> Decision:
     templates must pass the rules that do not depend on a workload's size (``registry.TEMPLATE_VALIDATIONS``),
     sized as the template alone yields them."""
     workload, policy = ctx.workload, ctx.policy
-    ctx.resolved = resolve(workload, policy, gpu_resources_of(workload, policy), ctx.report, demand)
-    ctx.plan = make_plan(workload, ctx.resolved, policy, ctx.cluster)
+    ctx.resolved = resolve(workload, policy, gpu_resources_of(workload, policy), ctx.report, demand,
+                           ctx.claim_classes)
+    ctx.plan = make_plan(workload, ctx.resolved, policy, ctx.cluster, ctx.claim_classes)
     for concern in TEMPLATE_VALIDATIONS:
         concern.validate(ctx, workload)  # type: ignore[misc]
     return Decision(matched=True, generation=policy.generation, summary=_summary(ctx), whole_object_rules=True,
@@ -304,12 +306,12 @@ def _non_create(ctx: Context) -> Decision:
     ignore = lambda *a, **k: None  # noqa: E731 - intent problems were reported when the object was created
     cluster = ctx.cluster
     ctx.resolved = resolve(workload, policy, gpu_resources_of(workload, policy), ignore,
-                           gpu_demand(workload, policy, cluster, ctx.namespace))
+                           gpu_demand(workload, policy, cluster, ctx.namespace), ctx.claim_classes)
     # the stored object is well-formed in a cluster; a malformed one (a captured or fuzzed review)
     # counts as holding nothing, so the whole new size is checked as a growth
     before = None if shape_problems(old) else (old, resolve(old, policy, gpu_resources_of(old, policy), ignore,
                                                             gpu_demand(old, policy, cluster, ctx.namespace)))
-    ctx.plan = make_plan(workload, ctx.resolved, policy, ctx.cluster, before, update=True)
+    ctx.plan = make_plan(workload, ctx.resolved, policy, ctx.cluster, ctx.claim_classes, before, update=True)
     resize = ctx.plan.resize
     if resize is not None:
         for concern in RESIZE_VALIDATIONS:
@@ -341,7 +343,8 @@ def _summary(ctx: Context) -> dict:
         "pool": r.pool_name, "gpuResource": r.gpu_unit if r.gpu_templates else r.gpu_resource,
         "gpusPerPod": r.gpus_per_pod, "pods": r.pods, "workers": r.gpu_pods, "roles": roles(ctx.workload, r),
         "scale": plan.scale.as_dict(),
-        "gang": plan.gang.backend or "none", "topology": r.level_name if r.pods > 1 else None,
+        "gang": plan.gang.mechanism, "topology": r.level_name if plan.colocation.applies else None,
         "priority": r.tier[0] if r.tier else None,
         "datasets": [n for n, _ in r.datasets], "checkpoint": r.checkpoint[0] if r.checkpoint else None,
+        "notes": sorted(ctx.notes),
     }

@@ -17,6 +17,8 @@ function that fills it.
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING
@@ -27,17 +29,23 @@ from ..policy.vocab import GangBackend
 from .applied import read_applied
 from .backends import (
     JOBSET_EXCLUSIVE,
-    KUEUE_QUEUE,
+    KAI_REQUIRED_PLACEMENT,
+    KAI_TOPOLOGY,
+    KUEUE_REQUIRED_TOPOLOGY,
+    OBJECT_LABELS,
+    SCHEDULER_GANGS,
     TEMPLATE_ANNOTATIONS,
     TEMPLATE_LABELS,
+    TOPOLOGY_REQUESTS,
     VOLCANO_MIN_MEMBER,
     native_podgroup_name,
 )
 from .clusterview import ClusterView
 from .concerns.intent import Resolved
-from .paths import Path, field_path, get_path
+from .network import Brought, ClaimClasses, brought_by, unknown_claims
+from .paths import Path, as_dict, field_path, get_path
 from .target import Target, choose
-from .workloads import Gang, GangMethod, PodTemplate, Workload
+from .workloads import Gang, GangMethod, PodTemplate, TemplateSpec, Workload
 
 if TYPE_CHECKING:  # types only: the engine runs on cached policy records too (policy.cache)
     from ..policy.models import TopologyLevel
@@ -70,6 +78,14 @@ class GangPlan:
         return self.backend_id if self.requested and self.why_not is None else None
 
     @property
+    def mechanism(self) -> str:
+        """What forms the workload's gang, for people: the kind's own mechanism (a Volcano Job's gang is Volcano's
+        whatever the policy's backend or the intent), the backend, or "none"."""
+        if self.gang is not None and self.gang.formed_by and self.why_not is not NoGang.foreign:
+            return self.gang.formed_by
+        return self.backend or "none"
+
+    @property
     def foreign_names(self) -> str:
         return ", ".join(sorted(name for name, _ in self.foreign))
 
@@ -87,6 +103,13 @@ class Colocation:
     method: str | None = None
     by_gang: bool = False
     unavailable: str = ""
+    left_to: str = ""  # why trainadmit adds no colocation: the workload's own topology request, another gang
+    uncarried: str = ""  # why auto's method cannot be carried by this workload's gang (no colocation is added)
+
+    @property
+    def applies(self) -> bool:
+        """The workers are colocated at the level (by some method that can be used here)."""
+        return self.method not in (None, "none") and not self.unavailable
 
 
 @dataclass(frozen=True)
@@ -98,31 +121,122 @@ class ScaleField:
 
 
 @dataclass(frozen=True)
-class Scale:
-    """The fields of the kind that hold its Pod counts: per template, the fields whose product is its count,
-    and fields that must change with them (a Job's completions). ``largest`` is the product of the template
-    with the most Pods."""
+class TemplateScale:
+    """One template's count fields (the product is its Pods), the fields that follow the first (a Job's
+    completions), and the Pods it runs now."""
 
-    products: tuple[tuple[ScaleField, ...], ...] = ()
-    follow: tuple[ScaleField, ...] = ()
+    root: Path
+    fields: tuple[ScaleField, ...]
+    follow: tuple[ScaleField, ...]
+    pods: int
+
+
+@dataclass(frozen=True)
+class ScaleChange:
+    """New values for count fields, and the Pods the template then runs."""
+
+    values: tuple[tuple[Path, int], ...]
+    pods: int
+
+    @property
+    def values_text(self) -> str:
+        return " and ".join(f"{field_path(path)}: {value}" for path, value in self.values)
+
+
+@dataclass(frozen=True)
+class Scale:
+    """The fields of the kind that hold its Pod counts, per template, and which template advice about the number
+    of workers changes: the one with the most Pods among those that run GPUs (a PyTorchJob's Worker, not its
+    Master; an MPIJob's workers, not its launcher). Advice gives values, in those fields, that would pass."""
+
+    templates: tuple[TemplateScale, ...] = ()
     largest: int = 0
 
     @property
-    def path(self) -> str | None:
-        """The field advice about the number of workers points at: the largest template's first count field."""
-        product = self.products[self.largest] if self.largest < len(self.products) else ()
-        return field_path(product[0].path) if product else None
+    def target(self) -> TemplateScale | None:
+        return self.templates[self.largest] if self.largest < len(self.templates) else None
 
-    def at_most(self, pods: int) -> str:
-        """How to run at most ``pods`` Pods, in the kind's own fields."""
-        if len(self.products) == 1 and len(self.products[0]) == 1:
-            names = [field_path(f.path) for f in (*self.products[0], *self.follow)]
-            return f"set {' and '.join(names)} to at most {pods}"
-        terms = [" × ".join(field_path(f.path) for f in product) for product in self.products if product]
-        return f"make {' + '.join(terms)} at most {pods}"
+    @property
+    def path(self) -> str | None:
+        """The field advice about the number of workers points at: the largest template's first count field the
+        object sets (its first when it sets none: the one advice adds)."""
+        target = self.target
+        if target is None or not target.fields:
+            return None
+        return field_path(next((f.path for f in target.fields if f.value is not None), target.fields[0].path))
+
+    def change_to(self, workload: Workload, fits: Callable[[list[TemplateSpec]], bool],
+                  most: int) -> ScaleChange | None:
+        """The largest value of one count field of the largest template (at most ``most``) with which the kind's
+        templates ``fits``, or None when no whole value does. Its first count field changes if that can do it,
+        else the next (a JobSet's replicas, then its Jobs' parallelism); the templates are the kind's own count
+        with the new value (clamps, defaults and fields several templates share included: an LWS's replicas)."""
+        target = self.target
+        if target is None:
+            return None
+        for i, changed in enumerate(target.fields):
+            best = None
+            low, high = 1, max(most, 1)
+            while low <= high:  # counts grow with every field: the largest value that fits
+                mid = (low + high) // 2
+                templates = _templates_with(workload, {changed.path: mid})
+                if fits(templates):
+                    best, low = (mid, templates), mid + 1
+                else:
+                    high = mid - 1
+            if best is None:
+                continue
+            follow = tuple((f.path, best[0]) for f in target.follow) if i == 0 else ()
+            pods = next((t.pods for t in best[1] if t.root == target.root), 0)
+            return ScaleChange(((changed.path, best[0]), *follow), pods)
+        return None
+
+    def with_pods(self, workload: Workload, pods: int) -> ScaleChange | None:
+        """The largest template's count fields set so that it runs at most ``pods`` Pods (None: no whole value)."""
+        target = self.target
+        if target is None or pods < 1:
+            return None
+        return self.change_to(workload, lambda ts: next((t.pods for t in ts if t.root == target.root), 0) <= pods,
+                              pods + 1)
+
+    def _fallback(self, by: int, what: str) -> str:
+        terms = [" × ".join(field_path(f.path) for f in t.fields) for t in self.templates if t.fields]
+        return f"no count of {' + '.join(terms) or 'its Pods'} alone takes {by} {what} off: {self._hint(what)}"
+
+    @staticmethod
+    def _hint(what: str) -> str:
+        return "ask for fewer GPUs per Pod" if what == "GPUs" else "run fewer Pods in its other roles"
+
+    def fewer(self, workload: Workload, by: int) -> str:
+        """Advice to run ``by`` Pods fewer, in the kind's own fields, with values that would pass."""
+        total = sum(t.pods for t in workload.adapter.templates(workload.obj))
+        target = self.target
+        change = self.change_to(workload, lambda ts: sum(t.pods for t in ts) <= total - by,
+                                target.pods if target is not None else 0)
+        return f"set {change.values_text}" if change is not None else self._fallback(by, "Pods")
+
+    def fewer_gpus(self, workload: Workload, resolved: Resolved, by: int) -> str:
+        """Advice to ask for ``by`` GPUs fewer, by running fewer GPU Pods, in the kind's own fields."""
+        gpus = {t.root: n for t, n in resolved.gpu_templates}
+        total = resolved.total_gpus
+        target = self.target
+        change = self.change_to(workload, lambda ts: sum(t.pods * gpus.get(t.root, 0) for t in ts) <= total - by,
+                                target.pods if target is not None else 0)
+        return f"set {change.values_text}" if change is not None else self._fallback(by, "GPUs")
 
     def as_dict(self) -> dict[str, object]:
-        return {field_path(f.path): f.value for product in self.products for f in product}
+        return {field_path(f.path): f.value for t in self.templates for f in t.fields}
+
+
+def _templates_with(workload: Workload, values: dict[Path, int]) -> list[TemplateSpec]:
+    """The kind's templates (with their Pods) once the count fields in ``values`` hold them."""
+    obj = copy.deepcopy(workload.obj)
+    for path, value in values.items():
+        cur = obj
+        for part in path[:-1]:
+            cur = cur.setdefault(part, {}) if isinstance(cur, dict) else cur[part]
+        cur[path[-1]] = value
+    return workload.adapter.templates(obj)
 
 
 @dataclass(frozen=True)
@@ -156,7 +270,17 @@ class Plan:
     colocation: Colocation = Colocation()
     pool_templates: tuple[PodTemplate, ...] = ()  # get the pool's placement, RDMA, NCCL, storage, preflight
     scale: Scale = Scale()
+    brought: tuple[tuple[Path, Brought], ...] = ()  # per pool template (by root): the network it brings itself
     resize: ResizePlan | None = None  # an UPDATE that resizes the workload
+
+    def network_of(self, template: PodTemplate) -> Brought | None:
+        """What ``template`` brings for its network, when it brings anything (None: nothing of its own)."""
+        return next((b for root, b in self.brought if root == template.root), None)
+
+    def own_network(self, template: PodTemplate) -> bool:
+        """The template brings its own network: the pool's RDMA and NCCL transport stay out of it."""
+        found = self.network_of(template)
+        return found is not None and found.own_network
 
 
 # ---- the decisions --------------------------------------------------------------------------------
@@ -171,8 +295,9 @@ def present_gangs(workload: Workload) -> dict[str, str]:
             found.setdefault(backend, field_path(gang.path))
     if VOLCANO_MIN_MEMBER in w.annotations:
         found["volcano"] = f'metadata.annotations["{VOLCANO_MIN_MEMBER}"]'
-    if KUEUE_QUEUE in w.labels:
-        found["kueue"] = f'metadata.labels["{KUEUE_QUEUE}"]'
+    for key, backend in OBJECT_LABELS:
+        if key in w.labels:
+            found.setdefault(backend, f'metadata.labels["{key}"]')
     if JOBSET_EXCLUSIVE in w.annotations:
         found["jobset-exclusive"] = f'metadata.annotations["{JOBSET_EXCLUSIVE}"]'
     for t in w.templates:
@@ -184,6 +309,9 @@ def present_gangs(workload: Workload) -> dict[str, str]:
             ours = w.name is not None and named == native_podgroup_name(w.name)
             found.setdefault("native/pod-group" if ours else f"native PodGroup {named or '(workloadRef)'}",
                              field_path((*t.spec_path, "schedulingGroup")))
+        for scheduler, backend in SCHEDULER_GANGS:
+            if t.pod_spec.get("schedulerName") == scheduler:
+                found.setdefault(backend, field_path((*t.spec_path, "schedulerName")))
         for key, backend in TEMPLATE_LABELS:
             if isinstance(labels, dict) and key in labels:
                 found.setdefault(backend, f'{where}.labels["{key}"]')
@@ -232,34 +360,107 @@ def colocation_method(policy: PolicySet, target: Target) -> str:
     colocation (``none``) rather than required pod affinity: with pod affinity the first worker picks its
     domain alone, and when that domain is too small kube-scheduler 1.36 binds none of a native gang for
     good although another domain fits it (with no gang enforced it binds the workers that fit and leaves
-    the rest waiting, holding GPUs). The topology concern says so (``topology.colocation-risk``). The
-    other backends' schedulers understand only pod affinity (Kueue: its own topology-aware admission). A
-    cluster with no gang backend gets no colocation either, for the same reason as a native gang without the
-    gate.
+    the rest waiting, holding GPUs). The topology concern says so (``topology.colocation-risk``). KAI's
+    podgrouper places the gang in a domain of the Topology named by ``gang.kaiTopology`` (pod affinity without
+    one). The other backends' schedulers understand only pod affinity (Kueue: its own topology-aware admission).
+    A cluster with no gang backend gets no colocation either, for the same reason as a native gang without the
+    gate. The backend is the target's (what ``gang.backend: auto`` chose on this cluster), not the policy's word.
     """
-    method = policy.platform.gang.topologyMethod
-    if method != "auto":
-        return method
+    gang = policy.platform.gang
+    if gang.topologyMethod != "auto":
+        return gang.topologyMethod
     if target.backend is GangBackend.native:
         return "native" if TOPOLOGY_GATE in target.gates else "none"
     if target.backend is None:
         return "none"
+    if target.backend is GangBackend.kai:
+        return "kai" if gang.kaiTopology else "podAffinity"
     return {GangBackend.kueue: "kueue"}.get(target.backend, "podAffinity")
 
 
-def plan_colocation(resolved: Resolved, policy: PolicySet, target: Target, gang: GangPlan) -> Colocation:
-    """Colocation at the requested level, for workloads with more than one GPU Pod."""
+def _no_gang_of_ours(resolved: Resolved, gang: GangPlan, kind: str) -> str:
+    """Why the workload has no gang of the target's backend to carry its colocation ("" when it has one)."""
+    if not gang.requested:
+        if resolved.gang_explicit:
+            return "its gang annotation turns the gang off"
+        return (f"this {kind} has none: its operator counts {resolved.gang_size} of its {resolved.pods} Pods in a "
+                "gang (an elastic job counts its minimum)")
+    if gang.why_not is NoGang.foreign:
+        return f"another mechanism forms its gang ({gang.foreign_names})"
+    if gang.why_not is not None:
+        return f"this {kind} gets none ({gang.why_not.value})"
+    if gang.gang is not None and gang.gang.formed_by:
+        return f"{gang.gang.formed_by} forms this {kind}'s gang"
+    return ""
+
+
+def _uncarried(resolved: Resolved, policy: PolicySet, target: Target, gang: GangPlan, method: str,
+               kind: str) -> str:
+    """Why the gang cannot carry the colocation ``method`` asks for ("" when it can): the native topology
+    constraint is part of a native gang (Job.spec.scheduling or a native PodGroup), KAI's placement annotations
+    are read by KAI's podgrouper when it groups the workload."""
+    backend = target.backend
+    wanted = GangBackend.native if method == "native" else GangBackend.kai
+    what = "the native topology constraint is part of a native gang" if method == "native" else \
+        "KAI's topology placement is read by KAI's podgrouper when it groups the workload"
+    if backend is not wanted:
+        whose = "the policy's gang backend" if target.backend_from == "policy" else "the cluster's gang backend"
+        return f"{what}, and {whose} is {target.backend_name}"
+    if method == "kai" and not policy.platform.gang.kaiTopology:
+        return f"{what}, which needs the name of a KAI Topology (Platform.spec.gang.kaiTopology)"
+    missing = _no_gang_of_ours(resolved, gang, kind)
+    if missing:
+        return f"{what}, and {missing}"
+    if method == "native" and gang.gang is not None and gang.gang.method not in (GangMethod.spec, GangMethod.templates):
+        return f"{what}, and this {kind} joins its gang through its operator's fields, which carry none"
+    return ""
+
+
+def own_topology(workload: Workload, node_label: str, policy: PolicySet) -> str:
+    """Where the workload already asks a gang scheduler for a topology of its own (Kueue's podset topology
+    annotations, KAI's placement annotations), other than the value trainadmit itself writes; "" for nowhere."""
+    ours = {KUEUE_REQUIRED_TOPOLOGY: node_label, KAI_REQUIRED_PLACEMENT: node_label,
+            KAI_TOPOLOGY: policy.platform.gang.kaiTopology}
+    places = [(None, workload.annotations)] + [(t, as_dict(t.pod_meta.get("annotations"))) for t in workload.templates]
+    for template, found in places:
+        for key in TOPOLOGY_REQUESTS:
+            if key in found and found[key] != ours.get(key):
+                where = field_path(template.meta_path) if template is not None else "metadata"
+                return f'{where}.annotations["{key}"]'
+    return ""
+
+
+def plan_colocation(resolved: Resolved, policy: PolicySet, target: Target, gang: GangPlan,
+                    workload: Workload) -> Colocation:
+    """Colocation at the requested level, for workloads with more than one GPU Pod. A method the workload's gang
+    must carry (native, kai) that it cannot: under auto nothing colocates the workers (required pod affinity
+    instead would let the workers that fit start and hold their GPUs while the rest wait: see
+    ``colocation_method``), and the decision says why; a method the policy names is unavailable."""
     r = resolved
     if r.level is None or r.gpu_pods <= 1:
         return Colocation(level_name=r.level_name, level=r.level)
+    theirs = own_topology(workload, r.level.nodeLabel, policy)
+    if theirs:
+        return Colocation(r.level_name, r.level, left_to=f"its own topology request ({theirs})")
+    if gang.why_not is NoGang.foreign:
+        return Colocation(r.level_name, r.level, left_to=f"{gang.foreign_names}, which forms and places its gang")
     method = colocation_method(policy, target)
+    if method == "none" and policy.platform.gang.topologyMethod == "auto" and target.backend is GangBackend.native:
+        # auto would use the native constraint but for the topology gate: where this workload's gang could not
+        # carry it even with the gate, that is the reason (the gate's warning would name a fix that cannot help)
+        why = _uncarried(resolved, policy, target, gang, "native", workload.kind)
+        if why:
+            return Colocation(r.level_name, r.level, uncarried=why)
     unavailable = ""
     by_gang = False
-    if method == "native":
-        if target.backend is not GangBackend.native or not r.gang:
-            unavailable = "the native topology constraint needs the native gang backend"
+    if method in ("native", "kai"):
+        why = _uncarried(resolved, policy, target, gang, method, workload.kind)
+        if not why:
+            by_gang = method == "native"
+        elif policy.platform.gang.topologyMethod == "auto":
+            return Colocation(r.level_name, r.level, uncarried=why)
         else:
-            by_gang = gang.backend is not None
+            unavailable = why
     return Colocation(r.level_name, r.level, method, by_gang, unavailable)
 
 
@@ -273,18 +474,31 @@ def plan_pool_templates(workload: Workload, resolved: Resolved) -> tuple[PodTemp
     return tuple(workload.templates) if r.pool is not None and r.pool_explicit else ()
 
 
-def plan_scale(workload: Workload) -> Scale:
-    """The kind's count fields, as its adapter declares them, with the values the object holds."""
-    products, follow, pods = [], [], []
+def plan_scale(workload: Workload, resolved: Resolved) -> Scale:
+    """The kind's count fields, as its adapter declares them, with the values the object holds; advice changes
+    the template with the most Pods among those that run GPUs (any, when none does)."""
+    gpu_roots = {t.root for t, _ in resolved.gpu_templates}
+    found = []
     for t in workload.templates:
         declared = t.spec.scale
         if declared is None:
             continue
-        products.append(tuple(ScaleField(p, get_path(workload.obj, p)) for p in declared.fields))
-        follow.extend(ScaleField(p, get_path(workload.obj, p)) for p in declared.follow)
-        pods.append(t.pods)
-    largest = max(range(len(pods)), key=lambda i: pods[i], default=0)
-    return Scale(tuple(products), tuple(follow), largest)
+        found.append((TemplateScale(t.root, tuple(ScaleField(p, get_path(workload.obj, p)) for p in declared.fields),
+                                    tuple(ScaleField(p, get_path(workload.obj, p)) for p in declared.follow), t.pods),
+                      t.root in gpu_roots))
+    largest = max(range(len(found)), key=lambda i: (found[i][1], found[i][0].pods, -i), default=0)
+    return Scale(tuple(t for t, _ in found), largest)
+
+
+def plan_networks(templates: tuple[PodTemplate, ...], resolved: Resolved, policy: PolicySet,
+                  claim_classes: ClaimClasses) -> tuple[tuple[Path, Brought], ...]:
+    """What each pool template brings for its network itself (``network.brought_by``), where it brings any."""
+    out = []
+    for template in templates:
+        brought = brought_by(template, policy, resolved.pool, claim_classes)
+        if brought.own_network or brought.nccl:
+            out.append((template.root, brought))
+    return tuple(out)
 
 
 def _shape(workload: Workload, resolved: Resolved) -> tuple:
@@ -342,11 +556,17 @@ def plan_resize(before: tuple[Workload, Resolved] | None, workload: Workload, re
 
 
 def make_plan(workload: Workload, resolved: Resolved, policy: PolicySet, cluster: ClusterView,
-              before: tuple[Workload, Resolved] | None = None, update: bool = False) -> Plan:
-    """The plan of a decision; for an UPDATE (``update``), with what it changes in the workload's size
-    against the stored object (``before``)."""
+              claim_classes: ClaimClasses = unknown_claims, before: tuple[Workload, Resolved] | None = None,
+              update: bool = False) -> Plan:
+    """The plan of a decision on the cluster ``cluster`` shows (its discovery chooses what ``auto`` means);
+    ``claim_classes`` tells the DeviceClasses of the request's DRA claims (the cluster's, in the request's
+    namespace); for an UPDATE (``update``), with what it changes in the workload's size against the stored
+    object (``before``)."""
     target = plan_target(policy, cluster)
     gang = plan_gang(workload, resolved, target)
-    return Plan(target=target, gang=gang, colocation=plan_colocation(resolved, policy, target, gang),
-                pool_templates=plan_pool_templates(workload, resolved), scale=plan_scale(workload),
+    pool_templates = plan_pool_templates(workload, resolved)
+    return Plan(target=target, gang=gang, colocation=plan_colocation(resolved, policy, target, gang, workload),
+                pool_templates=pool_templates,
+                scale=plan_scale(workload, resolved),
+                brought=plan_networks(pool_templates, resolved, policy, claim_classes),
                 resize=plan_resize(before, workload, resolved, policy) if update else None)

@@ -35,7 +35,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..policy.policyset import (
+    BACKEND_QUEUES,
     BACKEND_SCHEDULERS,
+    DEFAULT_QUEUE,
     GANG_GATE,
     GANG_GATE_MERGED,
     JOB_SCHEDULING_SINCE,
@@ -69,7 +71,8 @@ class Installed:
 
 
 # the backends other than native, as auto tries them (after native); a name the policy models do not offer yet
-# is skipped
+# is skipped. KAI shows itself by its scheduling.run.ai group (its Queue v2 and PodGroup v2alpha2 CRDs, versions that
+# change between releases); its kai.scheduler group holds only the optional Topology.
 INSTALLED: dict[str, Installed] = {
     "kai": Installed("scheduling.run.ai", "KAI Scheduler"),
     "volcano": Installed("scheduling.volcano.sh/v1beta1", "Volcano"),
@@ -99,6 +102,7 @@ class Target:
     native_mode: str = POD_GROUP
     backend_from: str = "assumed"  # policy | cluster | assumed
     scheduler_name: str | None = None
+    default_queue: str = DEFAULT_QUEUE  # the queue of a workload that names none: gang.queue, else the backend's own
     podgroup_api: str = NATIVE_PODGROUP_APIS[-1][1]
     podgroup_priority: bool = True  # the cluster keeps a native PodGroup's own priorityClassName
     gaps: tuple[str, ...] = ()  # what the cluster lacks for the backend it uses (gang.cluster-support)
@@ -283,6 +287,8 @@ def choose(platform: PlatformSpec, discovered: Discovered | None) -> Target:
         version=version, version_from=version_from, gates=frozenset(gates), backend=backend, native_mode=mode,
         backend_from=backend_from,
         scheduler_name=gang.schedulerName or (BACKEND_SCHEDULERS.get(backend) if backend is not None else None),
+        default_queue=gang.queue or (BACKEND_QUEUES.get(backend, DEFAULT_QUEUE) if backend is not None else
+                                     DEFAULT_QUEUE),
         podgroup_api=api or NATIVE_PODGROUP_APIS[0][1],
         podgroup_priority=version >= GANG_GATE_MERGED or PREEMPTION_GATE in gates,
         gaps=tuple(_gaps(backend, mode, version, gates, gang.topologyMethod)), unavailable=unavailable,

@@ -75,6 +75,18 @@ DEBUGGING_SECTION_VARS = frozenset({
 })
 KNOWN_VARS = SYSTEM_CONFIGURATION_VARS | DEBUGGING_SECTION_VARS
 
+# The variables that choose or describe the network NCCL runs over (its transport): the network plugin, the
+# InfiniBand/RoCE HCAs and their settings, the sockets' interfaces, cross-NIC rings, GPUDirect RDMA, CollNet and
+# the out-of-band network. A pool's values of these are for the pool's NICs; a pod template that brings its own
+# NICs gets none of them (NCCL_DEBUG and the other tuning variables are not about the network).
+TRANSPORT_PREFIXES = ("NCCL_NET", "NCCL_IB_", "NCCL_SOCKET_", "NCCL_OOB_NET_", "NCCL_COLLNET_")
+TRANSPORT_VARS = frozenset({"NCCL_NSOCKS_PERTHREAD", "NCCL_CROSS_NIC"})
+
+
+def is_transport_variable(name: str) -> bool:
+    """Whether an NCCL variable chooses or describes NCCL's network (``TRANSPORT_PREFIXES``)."""
+    return name.startswith(TRANSPORT_PREFIXES) or name in TRANSPORT_VARS
+
 
 def closest_known(name: str) -> str | None:
     """The documented NCCL variable ``name`` most likely misspells, if one is close enough."""

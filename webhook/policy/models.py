@@ -209,10 +209,34 @@ class Nccl(Strict):
 
 
 class Fabric(Strict):
-    """What a workload asks for when it wants a network fabric: device-plugin resources or pod annotations."""
+    """What a workload asks for when it wants a network fabric: device-plugin resources, pod annotations, DRA
+    device classes, or the host's own network."""
 
     resources: list[str] = Field(default_factory=list, description="Extended resources that mean this fabric.")
     annotations: list[str] = Field(default_factory=list, description="Pod annotation keys that mean this fabric.")
+    deviceClasses: list[str] = Field(default_factory=list, description="DRA DeviceClasses whose claims mean this "
+                                     "fabric (a claim's class is known when its ResourceClaimTemplate is).")
+    hostNetwork: bool = Field(False, description="GPU Pods with hostNetwork: true mean this fabric (RDMA through "
+                              "the host's NICs, as OCI runs RoCE).")
+    yieldsTo: list[str] = Field(default_factory=list, description="Fabrics that are what the workload asks for when "
+                                "it matches them too (GKE's multi-networking annotation is on TCPX and TCPXO Pods as "
+                                "well as GPUDirect-RDMA ones; the TCPX(O) daemon's annotation tells them apart).")
+
+
+class NicSettings(Strict):
+    """What a NIC is when a pod template brings its own: a template whose containers request one of these
+    resources, or claim a device of one of these DRA classes, gets none of the pool's RDMA resources, Multus
+    networks or NCCL transport variables (docs/fabrics.md lists the sources)."""
+
+    resources: list[str] = Field(
+        default_factory=lambda: ["rdma/*", "*sriov*", "nvidia.com/hostdev", "nvidia.com/mlnxnics",
+                                 "nvidia.com/*rdma*", "mellanox.com/*", "vpc.amazonaws.com/efa"],
+        description="Extended resources that are NICs: names or fnmatch patterns (rdma/* is every RDMA device "
+        "plugin resource, *sriov* an SR-IOV device plugin's VFs).")
+    deviceClasses: list[str] = Field(
+        default_factory=lambda: ["dra.net", "dranet.net", "*rdma*", "netdev.google.com", "efa.networking.k8s.aws"],
+        description="DRA DeviceClasses whose devices are NICs (names or fnmatch patterns; *rdma* is GKE's "
+        "mrdma.google.com and every class named for RDMA).")
 
 
 class NodeLabelRequirement(NodeLabelMatch, Strict):
@@ -291,13 +315,20 @@ class Preflight(Strict):
         return self
 
 
+GKE_INTERFACES = "networking.gke.io/interfaces"
+
+
 def default_fabrics() -> dict[str, Fabric]:
-    """Fabrics of other clouds that the bundled pools do not provide (so a workload asking for one
-    gets no InfiniBand/RoCE pool): AWS EFA, and GKE's GPUDirect TCPX/TCPXO multi-NIC daemons."""
+    """Fabrics the bundled pools do not provide (a workload asking for one gets no InfiniBand/RoCE pool):
+    AWS EFA, GKE's GPUDirect TCPX/TCPXO (multi-networking plus the daemon) and GPUDirect-RDMA (multi-networking
+    alone, or GKE DRANET's RDMA class), and RDMA through the host's network. Sources: docs/fabrics.md."""
     return {
-        "efa": Fabric(resources=["vpc.amazonaws.com/efa"]),
+        "efa": Fabric(resources=["vpc.amazonaws.com/efa"], deviceClasses=["efa.networking.k8s.aws"]),
         "gke-tcpx": Fabric(annotations=["devices.gke.io/container.tcpx-daemon"]),
         "gke-tcpxo": Fabric(annotations=["devices.gke.io/container.tcpxo-daemon"]),
+        "gke-gpudirect-rdma": Fabric(annotations=[GKE_INTERFACES], deviceClasses=["mrdma.google.com"],
+                                     yieldsTo=["gke-tcpx", "gke-tcpxo"]),
+        "host-network": Fabric(hostNetwork=True),
     }
 
 
@@ -457,14 +488,19 @@ class GangSettings(Strict):
         "or newer when featureGates lists WorkloadWithJob, else pod-group.",
     )
     schedulerName: str | None = Field(None, description="Defaults: volcano -> volcano, coscheduling -> "
-                                      "scheduler-plugins-scheduler, native/kueue -> unchanged.")
-    queue: str = Field("default", description="Kueue LocalQueue / Volcano queue when the Job names none.")
+                                      "scheduler-plugins-scheduler, kai -> kai-scheduler, native/kueue -> unchanged.")
+    queue: str | None = Field(None, description="Kueue LocalQueue / Volcano or KAI queue when the Job names none; "
+                              "unset: the backend's own default (Volcano and Kueue: default, KAI: default-queue).")
     disruptionMode: Literal["all", "single"] | None = Field(None, description="native: disruptionMode of the gang.")
-    topologyMethod: Literal["auto", "native", "kueue", "podAffinity", "none"] = Field(
+    topologyMethod: Literal["auto", "native", "kueue", "kai", "podAffinity", "none"] = Field(
         "auto", description="How workers are colocated: auto picks what the backend's scheduler can hold to "
                 "(native: the PodGroup's topology constraint with the TopologyAwareWorkloadScheduling gate in "
-                "featureGates, else none; kueue: its topology annotation; coscheduling, volcano: pod affinity).")
+                "featureGates, else none; kueue: its topology annotation; kai: its placement annotations with "
+                "kaiTopology, else pod affinity; coscheduling, volcano: pod affinity).")
     scheduleTimeoutSeconds: int | None = Field(None, ge=1, description="coscheduling: PodGroup scheduleTimeoutSeconds.")
+    kaiTopology: str | None = Field(None, description="kai: the KAI Topology (kai.scheduler/v1alpha1) whose levels "
+                                    "hold the pools' level node labels; with it, workers are colocated through KAI's "
+                                    "kai.scheduler/topology-required-placement (topologyMethod auto or kai).")
 
 
 class ShmSettings(Strict):
@@ -520,8 +556,10 @@ class PlatformSpec(Strict):
     gang: GangSettings = Field(default_factory=GangSettings, description="Gang backend and its settings.")
     fabrics: dict[str, Fabric] = Field(
         default_factory=default_fabrics,
-        description="Network fabrics by name, each with the resources or pod annotations that mean a workload "
-        "wants it; pools name theirs in Pool.spec.fabric.")
+        description="Network fabrics by name, each with the resources, pod annotations, DRA device classes or "
+        "hostNetwork that mean a workload wants it; pools name theirs in Pool.spec.fabric.")
+    nics: NicSettings = Field(default_factory=NicSettings,
+                              description="What counts as a NIC a pod template brings itself (resources, DRA classes).")
     noPool: Literal["deny", "ignore"] = Field(
         "deny", description="A GPU workload no pool fits (GPU type or fabric): deny it (rule intent.no-pool) or "
         "leave it untouched.")

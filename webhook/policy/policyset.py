@@ -14,6 +14,7 @@ import difflib
 import fnmatch
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from .compiled import CompiledRule, compile_rules
@@ -23,6 +24,7 @@ if TYPE_CHECKING:  # types only: a cached set holds plain records of these (cach
     from .models import (
         CheckpointClassSpec,
         DatasetSpec,
+        Fabric,
         Platform,
         PlatformSpec,
         PoolSpec,
@@ -32,7 +34,12 @@ if TYPE_CHECKING:  # types only: a cached set holds plain records of these (cach
     )
 
 DEFAULT_SCHEDULER = "default-scheduler"
-BACKEND_SCHEDULERS = {GangBackend.volcano: "volcano", GangBackend.coscheduling: "scheduler-plugins-scheduler"}
+BACKEND_SCHEDULERS = {GangBackend.volcano: "volcano", GangBackend.coscheduling: "scheduler-plugins-scheduler",
+                      GangBackend.kai: "kai-scheduler"}
+# the queue a backend puts a workload in when it names none: Volcano's and Kueue's "default"; KAI's podgrouper
+# falls back to "default-queue", the leaf queue its install creates (KAI-Scheduler default_grouper.go)
+BACKEND_QUEUES = {GangBackend.kai: "default-queue"}
+DEFAULT_QUEUE = "default"
 # The native PodGroup API by the Kubernetes minor version that introduced it: 1.36 serves
 # scheduling.k8s.io/v1alpha2 (its disruptionMode an enum), 1.37 serves v1beta1 (a struct) and no
 # longer v1alpha2 (KEP-4671; k8s.io/api v0.36.0 scheduling/v1alpha2, master scheduling/v1beta1)
@@ -48,6 +55,18 @@ GANG_GATE_MERGED = (1, 37)
 # workload-aware preemption (KEP-5710): its own alpha gate in 1.36, part of GenericWorkload from 1.37; without
 # it a 1.36 apiserver drops a PodGroup's priorityClassName (measured on 1.36.2)
 PREEMPTION_GATE = "WorkloadAwarePreemption"
+
+
+def _fabric_keys(fabric: Fabric) -> tuple[str, ...]:
+    """What means a fabric on a workload: its resources, pod annotation keys, "class:<DeviceClass>", "hostNetwork"."""
+    return (*fabric.resources, *fabric.annotations, *(f"class:{c}" for c in fabric.deviceClasses),
+            *(("hostNetwork",) if fabric.hostNetwork else ()))
+
+
+@lru_cache(maxsize=4096)
+def _matches_any(name: str, patterns: tuple[str, ...]) -> bool:
+    """A name against fnmatch patterns (a handful of resource names per policy: remembered)."""
+    return any(fnmatch.fnmatchcase(name, p) for p in patterns)
 
 
 @dataclass(frozen=True)
@@ -103,6 +122,12 @@ class PolicySet:
     actions: dict[str, Action] = field(init=False)
     enforced: frozenset[Enforceable] = field(init=False)
     scheduler_name: str | None = field(init=False)  # the policy's own choice (an auto backend's: engine.target)
+    nic_patterns: tuple[str, ...] = field(init=False)  # Platform.spec.nics.resources
+    nic_class_patterns: tuple[str, ...] = field(init=False)  # Platform.spec.nics.deviceClasses
+    # per fabric, the keys that mean it (resource names, annotation keys, "class:<DeviceClass>", "hostNetwork"),
+    # and every such key of any fabric or pool (what a workload is scanned for)
+    fabric_keys: tuple[tuple[str, tuple[str, ...]], ...] = field(init=False)
+    fabric_wanted: frozenset[str] = field(init=False)
     compiled_rules: tuple[CompiledRule, ...] = field(init=False)  # in name order
     compile_problems: tuple[tuple[str, tuple, str], ...] = field(init=False)
     tier_by_class: dict[str, tuple[str, PriorityTierSpec]] = field(init=False)  # PriorityClass -> (tier, spec)
@@ -127,6 +152,12 @@ class PolicySet:
         set_(self, "actions", actions)
         set_(self, "enforced", frozenset(spec.enforce))
         set_(self, "scheduler_name", spec.gang.schedulerName or BACKEND_SCHEDULERS.get(spec.gang.backend))
+        set_(self, "nic_patterns", tuple(spec.nics.resources))
+        set_(self, "nic_class_patterns", tuple(spec.nics.deviceClasses))
+        keys = tuple((name, _fabric_keys(f)) for name, f in spec.fabrics.items())
+        set_(self, "fabric_keys", keys)
+        set_(self, "fabric_wanted", frozenset(k for _, ks in keys for k in ks) |
+             frozenset(r for p in self.pools.values() if p.rdma for r in p.rdma.resources))
         compiled, problems = compile_rules(self.rules)  # once per generation, never per request
         set_(self, "compiled_rules", tuple(compiled))
         set_(self, "compile_problems", tuple(problems))
@@ -200,6 +231,11 @@ class PolicySet:
                     problems.append((("Pool", name), ("spec", "default"),
                                      f"pools {names} are all the default for {resource}; only one may be",
                                      f"keep default: true on one pool for {resource}"))
+        for name, fabric in self.platform.fabrics.items():
+            for i, other in enumerate(fabric.yieldsTo):
+                if other not in self.platform.fabrics:
+                    problems.append((platform_ref, ("spec", "fabrics", name, "yieldsTo", i), f"no fabric {other!r}",
+                                     f"use one of: {', '.join(sorted(self.platform.fabrics))}"))
         for name, pool in self.pools.items():
             if pool.fabric is not None and pool.fabric not in self.platform.fabrics and pool.rdma is None:
                 problems.append((("Pool", name), ("spec", "fabric"),
@@ -228,6 +264,15 @@ class PolicySet:
         return problems
 
     # ---- request-time look-ups -------------------------------------------------------------
+
+    def is_nic_resource(self, name: str) -> bool:
+        """Whether an extended resource is a NIC (Platform.spec.nics.resources), as a template brings one."""
+        return _matches_any(name, self.nic_patterns)
+
+    def is_nic_class(self, device_class: str) -> bool:
+        """Whether a DRA DeviceClass holds NICs (Platform.spec.nics.deviceClasses); a class the policy calls a GPU
+        class (``gpu_device_classes``) never is, so a claim's devices are GPUs or NICs, not both."""
+        return device_class not in self.gpu_device_classes and _matches_any(device_class, self.nic_class_patterns)
 
     def is_exempt(self, namespace: str | None) -> bool:
         return namespace is not None and any(fnmatch.fnmatchcase(namespace, p) for p in self.platform.exemptNamespaces)

@@ -22,6 +22,7 @@ class GangBackend(StrEnum):
     coscheduling = "coscheduling"
     volcano = "volcano"
     kueue = "kueue"
+    kai = "kai"
 
 
 class Action(StrEnum):

@@ -53,7 +53,8 @@ def validate(ctx: Context, view: Workload) -> None:
     if cap is None or needed > cap.total:
         return  # unknown, or it does not fit the pool's nodes at all: domain-fit / pool-capacity say so
     where = f"the best {r.level_name} of pool {r.pool_name}" if level is not None else f"pool {r.pool_name}"
-    field = (f'metadata.annotations["{ctx.policy.keys.topology}"]' if level is not None else "spec.parallelism")
+    scale = ctx.plan.scale
+    field = (f'metadata.annotations["{ctx.policy.keys.topology}"]' if level is not None else scale.path or "spec")
     if needed > cap.eventually:
         detail = ctx.cluster.unusable(pool, level, tolerations)
         if detail is not None:
@@ -65,12 +66,12 @@ def validate(ctx: Context, view: Workload) -> None:
         ctx.report(UNUSABLE_NODES, field,
                    f"{r.gpu_pods} workers need {needed} usable nodes{' in one ' + level.name if level else ''}; "
                    f"{where}{named} has {counts}",
-                   f"use at most {cap.eventually} workers, or ask the platform team to repair the nodes")
+                   f"{scale.fewer(view, needed - cap.eventually)}, or ask the platform team to repair the nodes")
     elif needed > cap.usable:
         ctx.report(CORDONED_NODES, field,
                    f"{r.gpu_pods} workers need {needed} nodes; {where} has {cap.usable} usable now and "
                    f"{cap.eventually} once its cordoned nodes are uncordoned: the gang would wait",
-                   f"use at most {cap.usable} workers to start now")
+                   f"{scale.fewer(view, needed - cap.usable)} to start now")
 
 CONCERN = Concern("capacity", rules=(UNUSABLE_NODES, CORDONED_NODES), validate=validate,
                   reads=Reads(pod=("tolerations",)))

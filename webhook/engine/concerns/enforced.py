@@ -10,7 +10,7 @@ from __future__ import annotations
 from ...policy.vocab import Action, Enforceable
 from ..concern import Concern
 from ..context import Context
-from ..paths import Path, field_path
+from ..paths import Path
 from ..reads import Reads
 from ..rule import rule
 
@@ -25,8 +25,8 @@ def enforced(ctx: Context, item: Enforceable) -> bool:
 def conflict(ctx: Context, item: Enforceable, path: Path, user_value: object, policy_value: object) -> None:
     """A user value differs from the policy's: a denial if enforced, otherwise the user wins."""
     if enforced(ctx, item):
-        ctx.report(ENFORCED_CONFLICT, field_path(path), f"the platform enforces {item.value}; this object sets "
-                   f"{user_value!r}", f"remove it or set {policy_value!r}")
+        ctx.report(ENFORCED_CONFLICT, path, f"the platform enforces {item.value}; this object sets {user_value!r}",
+                   f"set {ctx.user_field(path)}: {policy_value!r} (or leave it out: the platform sets it)")
 
 
 CONCERN = Concern("enforced", rules=(ENFORCED_CONFLICT,), reads=Reads())

@@ -31,6 +31,7 @@ _GANG_LOSS = {
     "coscheduling": ("the scheduling.x-k8s.io/pod-group label", "another mutating webhook removed it"),
     "volcano": ("the scheduling.volcano.sh/group-min-member annotation", "another mutating webhook removed it"),
     "kueue": ("the kueue.x-k8s.io/queue-name label or suspend: true", "another mutating webhook changed it"),
+    "kai": ("the kai.scheduler/queue label or schedulerName kai-scheduler", "another mutating webhook changed it"),
 }
 
 
@@ -61,13 +62,24 @@ def _native_loss(ctx: Context, backend: str, where: str) -> None:
 
 
 def record_provenance(ctx: Context, concern_order: tuple[str, ...]) -> None:
-    """Set the ``applied`` annotation on the object (and its pod template) naming what was applied."""
-    concerns = tuple(c for c in concern_order if c in ctx.concerns)
-    if not concerns:
+    """Set the ``applied`` annotation on the object (and its pod templates) naming the concerns that wrote
+    something into it, and what the decision left to the user or to another component (``Context.notes``).
+    A concern that found the object already as the policy wants it wrote nothing and is not named, unless an
+    earlier pass of this policy generation wrote it (the annotation of that pass lists it): mutating a mutated
+    object changes nothing."""
+    written = {i.concern for i in ctx.injections}
+    earlier = read_applied(ctx.workload.obj, ctx.policy)
+    if earlier is not None and earlier.get("generation") == ctx.policy.generation:
+        listed = earlier.get("injected")
+        if isinstance(listed, list):
+            written.update(c for c in listed if isinstance(c, str))
+    concerns = tuple(c for c in concern_order if c in written)
+    if not concerns and not ctx.notes:
         return
     r = ctx.resolved
-    value = applied_value(ctx.policy.generation, r.pool_name, ctx.plan.gang.backend or "none",
-                          r.level_name if r.pods > 1 else None, concerns)
+    value = applied_value(ctx.policy.generation, r.pool_name, ctx.plan.gang.mechanism,
+                          r.level_name if ctx.plan.colocation.applies else None, concerns,
+                          tuple(sorted(ctx.notes)))
     key = ctx.policy.keys.applied
     ctx.patcher.set(("metadata", "annotations", key), value)
     for template in ctx.workload.templates:  # the Pods carry it too: they were decided with their parent

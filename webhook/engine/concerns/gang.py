@@ -41,7 +41,9 @@ from ..plan import NoGang
 from ..reads import Reads
 from ..rule import Resize, rule
 from ..workloads import (
+    BACKEND_IDS,
     NATIVE_POD_GROUP,
+    DefaultedGangSize,
     Follow,
     Gang,
     GangFields,
@@ -93,8 +95,14 @@ def keep_or_set(ctx: Context, path: Path, value: object, source: Source) -> None
 # ---- mutation ------------------------------------------------------------------------------------
 
 def mutate(ctx: Context) -> None:
-    """Write the gang the plan chose, or say why there is none."""
+    """Write the gang the plan chose, or say why there is none. A kind whose own mechanism forms its gang whatever
+    is asked (a Volcano Job's) gets the fields that mechanism reads (queue, priority, a size it does not default)."""
     plan, w = ctx.plan.gang, ctx.workload
+    if plan.gang is not None and plan.gang.formed_by and plan.gang.fields is not None and \
+            plan.why_not is not NoGang.foreign:
+        source = ctx.platform_source("spec", "gang", "backend", note=f"{plan.gang.formed_by} forms this kind's gang")
+        _fields(ctx, plan.gang.fields, plan.size, source)
+        return
     if not plan.requested:
         _controller_gang(ctx)
         return
@@ -125,9 +133,12 @@ def mutate(ctx: Context) -> None:
         ctx.report(FOREIGN_BACKEND, plan.foreign[0][1], message, "")
         return
     if plan.why_not is NoGang.unsupported:
+        able = [b for b in BACKEND_IDS if w.adapter.gang(b).method not in (GangMethod.unsupported, GangMethod.unsized)]
         ctx.report(UNSUPPORTED, "metadata",
                    f"{w.kind} cannot join a {ours} gang: {gang.reason}; trainadmit added no gang",
-                   "use a gang backend this kind supports (see the README's operator table) or submit without gang")
+                   (f"its Pods start without a gang; the gang backends this kind can join are {', '.join(able)} "
+                    "(Platform.spec.gang.backend)" if able else "its Pods start without a gang") +
+                   f", or set {ctx.policy.keys.gang}: \"false\" to ask for none")
         return
     if plan.why_not is NoGang.name_required:
         ctx.report(NAME_REQUIRED, "metadata.name",
@@ -225,10 +236,17 @@ def _templates(ctx: Context, size: int, source: Source) -> None:
 
 
 def _fields(ctx: Context, fields: GangFields, size: int, source: Source) -> None:
-    """The keys the kind's operator reads on the object to form its own gang."""
-    r = ctx.resolved
+    """The keys the kind's operator reads on the object to form its own gang. A size the kind's own admission
+    webhook fills (a Volcano Job's ``minAvailable`` left at 0) is left to it, and the decision says so; the
+    PriorityClass the operator copies to its PodGroup is the priority concern's (the tier's)."""
+    r, adapter = ctx.resolved, ctx.workload.adapter
     if fields.size is not None:
-        keep_or_set(ctx, fields.size, _as_field(fields.size, size), source)
+        defaulted = adapter.defaulted_gang_size(ctx.workload.obj) if capable(adapter, DefaultedGangSize) else None
+        if defaulted is not None:
+            ctx.note(f"{field_path(fields.size)}: {adapter.defaulted_by} sets it to the tasks' minimums "
+                     f"({defaulted[1]}), and {adapter.operator} forms the gang from it")
+        else:
+            keep_or_set(ctx, fields.size, _as_field(fields.size, size), source)
     if fields.queue is not None:
         _queue(ctx, fields.queue, fields.queue_crd_default)
     if fields.priority is not None and r.tier is not None:
@@ -236,7 +254,7 @@ def _fields(ctx: Context, fields: GangFields, size: int, source: Source) -> None
         current = ctx.patcher.get(path)
         wanted = r.tier[1].className
         if current is None or current == wanted:
-            ctx.inject(path, wanted, "gang", Source("PriorityTier", r.tier[0], ("spec", "className")))
+            ctx.inject(path, wanted, "priority", Source("PriorityTier", r.tier[0], ("spec", "className")))
         else:
             conflict(ctx, Enforceable.priorityClassName, path, current, wanted)
     if fields.switch is not None:
@@ -257,9 +275,12 @@ def _kueue(ctx: Context, gang: Gang, source: Source) -> None:
 
 
 def _queue(ctx: Context, path: Path, crd_default: str | None = None) -> None:
-    """The queue at ``path``; a value equal to the CRD's default counts as unset (the apiserver wrote it)."""
+    """The queue at ``path``; a value equal to the CRD's default counts as unset (the apiserver wrote it), and is
+    the queue when neither the workload nor the policy names one (a Volcano Job's, whatever the backend). The
+    CRD's default is left to the apiserver, so the object as written and as defaulted get one decision."""
     r = ctx.resolved
-    queue = r.queue or "default"
+    named = r.queue_explicit or ctx.policy.platform.gang.queue is not None
+    queue = (r.queue if named or crd_default is None else crd_default) or ctx.plan.target.default_queue
     current = ctx.patcher.get(path)
     if current is not None and current == crd_default:
         current = None
@@ -267,7 +288,10 @@ def _queue(ctx: Context, path: Path, crd_default: str | None = None) -> None:
         source = Source("object", "", ("metadata", "labels", ctx.policy.keys.queue))
     else:
         source = ctx.platform_source("spec", "gang", "queue")
-    if current is None or current == queue:
+    if current is None and queue == crd_default:  # the apiserver writes it: the same object with or without us
+        ctx.satisfied("gang")
+        ctx.note(f"{field_path(path)}: the {ctx.workload.kind} CRD defaults it to {queue}, the queue wanted")
+    elif current is None or current == queue:
         ctx.inject(path, queue, "gang", source)
     else:
         conflict(ctx, Enforceable.queue, path, current, queue)

@@ -123,8 +123,8 @@ def _enough_nodes(ctx: Context, pool: PoolSpec) -> None:
     ctx.report(MATCHING_NODES, f'metadata.labels["{ctx.policy.keys.pool}"]',
                f"needs {needed} node{'s' if needed != 1 else ''} of pool {r.pool_name} with its required node "
                f"labels, and {matching} of its {total if total is not None else '?'} nodes have them ({lacking})",
-               f"use at most {matching} workers, or ask the platform team to bring nodes up to "
-               f"{', '.join(str(req) for req, _ in short)}")
+               (f"{ctx.plan.scale.fewer(ctx.workload, needed - matching)}, or " if matching else "")
+               + f"ask the platform team to bring nodes up to {', '.join(str(req) for req, _ in short)}")
 
 
 CONCERN = Concern("hardware", rules=(MATCHING_NODES,), mutate=mutate, validate=validate,

@@ -15,11 +15,12 @@ from ...policy import PolicySet
 from ...policy.vocab import Action
 from ..concern import Concern
 from ..demand import MIG_PREFIX, Demand, TemplateGpus, gpu_resources_of
-from ..dra import DeviceAsk
-from ..paths import Path
+from ..dra import DeviceAsk, pod_claims
+from ..network import ClaimClasses, unknown_claims
+from ..paths import Path, as_dict, as_list, field_path
 from ..reads import INTENT_KEYS, Reads
 from ..rule import RuleId, rule
-from ..workloads import PodTemplate, Workload, pod_resource_total
+from ..workloads import Aliased, PodTemplate, Workload, capable, pod_resource_total
 
 if TYPE_CHECKING:  # types only: the engine runs on cached policy records too (policy.cache)
     from ...policy.models import CheckpointClassSpec, DatasetSpec, PoolSpec, PriorityTierSpec, TopologyLevel
@@ -40,7 +41,8 @@ NO_POOL = rule("intent.no-pool", Action.deny,
 CONCERN = Concern("intent", rules=(INVALID, UNKNOWN_POOL, UNKNOWN_TOPOLOGY, UNKNOWN_DATASET, UNKNOWN_CHECKPOINT,
                                    UNKNOWN_PRIORITY, NO_POOL),
                   reads=Reads(metadata=("labels", "annotations", "ownerReferences"), annotations=(INTENT_KEYS,),
-                              pod=("resourceClaims",), container=("resources",), init_container=("resources",)))
+                              pod=("hostNetwork", "resourceClaims"), container=("resources",),
+                              init_container=("resources",)))
 
 Report = Callable[[RuleId, str, str, str], None]
 
@@ -114,21 +116,59 @@ class Resolved:
         return f"{self.gpu_classes[0]} devices" if self.gpu_classes else "GPUs"
 
 
-def fabrics_of(workload: Workload, policy: PolicySet) -> dict[str, str]:
-    """The fabrics a workload asks for (fabric name -> the resource or annotation that asks): those of
-    Platform.spec.fabrics, and the fabric of each pool whose RDMA resources it requests."""
-    names = set(workload.resource_names)
-    annotations = set(workload.annotations)
-    for template in workload.templates:
-        annotations.update(k for k in (template.pod_meta.get("annotations") or {}) if isinstance(k, str))
+def _asked(workload: Workload, wanted: frozenset[str], gpu_roots: set, claim_classes: ClaimClasses) -> dict[str, str]:
+    """The keys of ``wanted`` (what can mean a fabric) the object carries, each with the first field that holds
+    it: resources by name, annotation keys, DRA classes ("class:<name>"), and "hostNetwork" (on a template that
+    runs GPUs; a CPU launcher's host network is not NCCL's)."""
     found: dict[str, str] = {}
-    for name, fabric in policy.platform.fabrics.items():
-        hit = next((r for r in fabric.resources if r in names), None) or \
-            next((a for a in fabric.annotations if a in annotations), None)
-        if hit is not None:
-            found[name] = hit
+    for key in workload.annotations:
+        if key in wanted:
+            found.setdefault(key, f'metadata.annotations["{key}"]')
+    for template in workload.templates:
+        for key in as_dict(template.pod_meta.get("annotations")):
+            if key in wanted and key not in found:
+                found[key] = field_path((*template.meta_path, "annotations", key))
+        for ref in template.all_containers:
+            resources = as_dict(ref.body.get("resources"))
+            for section in ("limits", "requests"):
+                for name in as_dict(resources.get(section)):
+                    if name in wanted and name not in found:
+                        found[name] = _user_field(workload, (*template.container_path(ref), "resources", section,
+                                                             name))
+        for i, entry in enumerate(as_list(template.pod_spec.get("resourceClaims"))):
+            for device_class in (claim_classes(entry) if isinstance(entry, dict) else None) or ():
+                found.setdefault(f"class:{device_class}", field_path((*template.spec_path, "resourceClaims", i)))
+        if template.root in gpu_roots and template.pod_spec.get("hostNetwork") is True:
+            found.setdefault("hostNetwork", field_path((*template.spec_path, "hostNetwork")))
+    return found
+
+
+def _user_field(workload: Workload, path: Path) -> str:
+    """A template path as a field of the user's object (a TrainJob's container resources are in spec.trainer)."""
+    if capable(workload.adapter, Aliased):
+        for prefix, target in workload.adapter.aliases(workload.obj, workload.inherited):
+            if path[: len(prefix)] == prefix:
+                return field_path((*target, *path[len(prefix):]))
+    return field_path(path)
+
+
+def fabrics_of(workload: Workload, policy: PolicySet, gpu_templates: list[PodTemplate] | None = None,
+               claim_classes: ClaimClasses = unknown_claims) -> dict[str, str]:
+    """The fabrics a workload asks for (fabric name -> the field that asks for it): those of Platform.spec.fabrics,
+    and the fabric of each pool whose RDMA resources it requests. A fabric that yields to another the workload
+    also asks for (``Fabric.yieldsTo``) is not asked for."""
+    fabrics = policy.platform.fabrics
+    asked = _asked(workload, policy.fabric_wanted, {t.root for t in gpu_templates or ()}, claim_classes)
+    if not asked:
+        return {}
+    hits: dict[str, str] = {}
+    for name, keys in policy.fabric_keys:
+        where = next((asked[k] for k in keys if k in asked), None)
+        if where is not None:
+            hits[name] = where
+    found = {name: where for name, where in hits.items() if not any(other in hits for other in fabrics[name].yieldsTo)}
     for name, pool in sorted(policy.pools.items()):
-        hit = next((r for r in pool.rdma.resources if r in names), None) if pool.rdma else None
+        hit = next((asked[r] for r in pool.rdma.resources if r in asked), None) if pool.rdma else None
         if hit is not None:
             found.setdefault(fabric_name(name, pool), hit)
     return found
@@ -141,6 +181,25 @@ def fabric_name(pool_name: str, pool: PoolSpec) -> str:
 
 def _fits(pool_name: str, pool: PoolSpec, fabrics: dict[str, str]) -> bool:
     return all(f == fabric_name(pool_name, pool) for f in fabrics)
+
+
+@dataclass(frozen=True)
+class NoPool:
+    """Why no pool fits a GPU workload, the field of the object that makes it so, and what would."""
+
+    why: str
+    path: str
+    fix: str
+
+
+_IGNORE = " (or set Platform.spec.noPool: ignore to leave such workloads untouched)"
+
+
+def _no_pool_for_fabrics(fabrics: dict[str, str], pools: str, fits: str) -> NoPool:
+    asked = ", ".join(f"{f} ({where})" for f, where in sorted(fabrics.items()))
+    first = sorted(fabrics.items())[0]
+    return NoPool(f"it asks for fabric {asked}, which {pools}", first[1],
+                  f"ask the platform team for a pool with fabric {first[0]}, or remove {first[1]} {fits}" + _IGNORE)
 
 
 def provides(pool: PoolSpec, request: tuple[DeviceAsk, ...]) -> bool:
@@ -170,8 +229,8 @@ def unprovided(pool: PoolSpec, resource: str | None, requests: list[tuple[Device
     return None
 
 
-def _default_pool(policy: PolicySet, resource: str | None, fabrics: dict[str, str],
-                  requests: list[tuple[DeviceAsk, ...]] = ()) -> tuple[str | None, str | None]:
+def _default_pool(policy: PolicySet, resource: str | None, fabrics: dict[str, str], gpu_path: str,
+                  requests: list[tuple[DeviceAsk, ...]] = ()) -> tuple[str | None, NoPool | None]:
     """(pool, None) for the pool a workload without a pool label gets, or (None, why none fits)."""
     candidates = sorted(n for n, p in policy.pools.items() if unprovided(p, resource, list(requests)) is None)
     if requests and candidates:  # the pools whose selectors the requests carry, before those taking any device
@@ -179,15 +238,53 @@ def _default_pool(policy: PolicySet, resource: str | None, fabrics: dict[str, st
         candidates = [n for n in candidates if rank[n] == max(rank.values())]
     what = resource or " and ".join(dict.fromkeys(f"DeviceClass {r[0].device_class}" for r in requests))
     if not candidates:
-        return None, f"no pool provides {what}"
+        if resource is None:
+            fix = "claim a DeviceClass a pool lists (Pool.spec.gpu.deviceClasses), or ask the platform team to list " \
+                  "this one"
+        else:
+            offered = sorted({p.gpu.resource for p in policy.pools.values()})
+            instead = f"ask for {' or '.join(offered)} at {gpu_path} (the GPUs the pools have), or " if offered else ""
+            fix = f"{instead}ask the platform team for a pool of {resource}"
+        return None, NoPool(f"no pool provides {what}", gpu_path, fix + _IGNORE)
     fitting = [n for n in candidates if _fits(n, policy.pools[n], fabrics)]
     if not fitting:
-        asked = ", ".join(f"{f} ({what})" for f, what in sorted(fabrics.items()))
         offered = ", ".join(f"{n} ({fabric_name(n, policy.pools[n])})" for n in candidates)
-        return None, f"it asks for fabric {asked}, which no pool for {what} provides (pools: {offered})"
+        default = (policy.default_pools.get(resource) if resource else None) or candidates[0]
+        return None, _no_pool_for_fabrics(fabrics, f"no pool for {what} provides (pools: {offered})",
+                                          f"to run on pool {default}")
     default = policy.default_pools.get(resource) if resource else next(
         (n for n in fitting if policy.pools[n].default), None)
     return (default if default in fitting else fitting[0]), None
+
+
+def gpu_request(template: PodTemplate, resource: str) -> Path:
+    """Where a template asks for its GPUs: the first regular (else init) container's limit, else request, of
+    ``resource``; its containers when none does."""
+    for ref in sorted(template.all_containers, key=lambda c: c.group != "containers"):
+        resources = as_dict(ref.body.get("resources"))
+        for section in ("limits", "requests"):
+            if resource in as_dict(resources.get(section)):
+                return (*template.container_path(ref), "resources", section, resource)
+    return (*template.spec_path, "containers")
+
+
+def _asking_gpus(workload: Workload, demand: Demand) -> list[PodTemplate]:
+    """The templates whose Pods ask for GPUs (a resource or a claim), before the pool is known."""
+    return [t for t in workload.templates
+            if (asked := demand.templates.get(t.root)) is not None and (asked.extended > 0 or asked.claimed)]
+
+
+def _first_gpu_field(workload: Workload, demand: Demand, resource: str | None) -> str:
+    """The first field of the user's object that asks for the workload's GPUs: a container's resource, else a
+    DRA claim holding GPUs; ``spec`` when none is known."""
+    for template in _asking_gpus(workload, demand):
+        asked = demand.templates[template.root]
+        if resource and asked.extended > 0:
+            return _user_field(workload, gpu_request(template, resource))
+        claim = next((c for c in pod_claims(template.pod_spec) if c.name in asked.claims), None)
+        if claim is not None:
+            return field_path((*template.spec_path, "resourceClaims", claim.index))
+    return "spec"
 
 
 def _extended_only(workload: Workload, gpu_resources: list[str]) -> Demand:
@@ -226,10 +323,11 @@ def has_intent(workload: Workload, policy: PolicySet) -> bool:
 
 
 def resolve(workload: Workload, policy: PolicySet, gpu_resources: list[str], report: Report,
-            demand: Demand | None = None) -> Resolved:
+            demand: Demand | None = None, claim_classes: ClaimClasses = unknown_claims) -> Resolved:
     """Resolve intent; ``report(rule, path, message, hint)`` records each problem. ``demand`` is what the
     Pods ask for (``demand.gpu_demand``: extended resources and DRA claims); without it, the extended
-    ``gpu_resources`` alone."""
+    ``gpu_resources`` alone. ``claim_classes`` tells the DeviceClasses of the DRA claims the templates make
+    (a fabric's NICs may be claimed that way)."""
     keys = policy.keys
     labels, annotations = workload.labels, workload.annotations
     out = Resolved()
@@ -243,7 +341,8 @@ def resolve(workload: Workload, policy: PolicySet, gpu_resources: list[str], rep
     out.gang_size = workload.gang_size
 
     # pool (label), and the fabric it must provide
-    out.fabrics = fabrics_of(workload, policy)
+    out.fabrics = fabrics_of(workload, policy, _asking_gpus(workload, demand), claim_classes)
+    no_pool: NoPool | None = None
     pool_value = labels.get(keys.pool)
     if pool_value is not None:
         out.pool_explicit = True
@@ -257,22 +356,20 @@ def resolve(workload: Workload, policy: PolicySet, gpu_resources: list[str], rep
             foreign = {f: w for f, w in out.fabrics.items() if f in policy.platform.fabrics
                        and f != fabric_name(pool_value, policy.pools[pool_value])}
             if foreign and (out.gpu_resource or demand.gpu_requests):
-                out.no_pool = (f"it asks for fabric {', '.join(f'{f} ({w})' for f, w in sorted(foreign.items()))}, "
-                               f"which pool {pool_value} ({fabric_name(pool_value, policy.pools[pool_value])}) "
-                               "does not provide")
+                provided = fabric_name(pool_value, policy.pools[pool_value])
+                none = _no_pool_for_fabrics(foreign, f"pool {pool_value} ({provided}) does not provide",
+                                            f"to run on pool {pool_value}")
+                out.no_pool, no_pool = none.why, none
             else:
                 out.pool_name = pool_value
     elif out.gpu_resource or demand.gpu_requests:
-        out.pool_name, out.no_pool = _default_pool(policy, out.gpu_resource, out.fabrics, demand.gpu_requests)
+        gpu_path = _first_gpu_field(workload, demand, out.gpu_resource)
+        out.pool_name, no_pool = _default_pool(policy, out.gpu_resource, out.fabrics, gpu_path, demand.gpu_requests)
+        out.no_pool = no_pool.why if no_pool else None
     out.pool = policy.pools.get(out.pool_name) if out.pool_name else None
     _count_gpus(out, workload, demand)
-    if out.no_pool and policy.platform.noPool == "deny":
-        hint = ("claim a DeviceClass a pool lists (Pool.spec.gpu.deviceClasses), or ask the platform team to list "
-                "this one" if demand.gpu_requests and not out.fabrics else "run it where its fabric is, or ask the "
-                "platform team for a pool")
-        report(NO_POOL, f'metadata.labels["{keys.pool}"]' if out.pool_explicit else "spec",
-               f"no pool fits this {workload.kind}: {out.no_pool}",
-               f"{hint} (or set Platform.spec.noPool: ignore to leave such workloads untouched)")
+    if out.no_pool and no_pool is not None and policy.platform.noPool == "deny":
+        report(NO_POOL, no_pool.path, f"no pool fits this {workload.kind}: {no_pool.why}", no_pool.fix)
 
     # gang (annotation)
     gang_value = annotations.get(keys.gang)
@@ -338,7 +435,7 @@ def resolve(workload: Workload, policy: PolicySet, gpu_resources: list[str], rep
         else:
             out.tier = (tier_value, spec)
 
-    # queue (label)
+    # queue (label), else the policy's; neither: the backend's own (the plan's target.default_queue)
     queue_value = labels.get(keys.queue)
     out.queue_explicit = queue_value is not None
     out.queue = queue_value if queue_value is not None else policy.platform.gang.queue

@@ -2,16 +2,18 @@
 
 User-set values are kept unless the policy enforces NCCL env; a value outside NCCL's documented
 grammar is denied (or warned), and NCCL's "debugging" variables are warned about in production Jobs.
+A template that brings its own network (the plan's ``network_of``) gets none of the pool's transport
+variables (``grammars.nccl.is_transport_variable``: HCAs, interfaces, the net plugin…), which name the
+pool's NICs, not the ones it brought; the others (``NCCL_DEBUG``…) it still gets.
 """
 
 from __future__ import annotations
 
-from ...grammars.nccl import DEBUGGING_VARS, check_nccl_value
+from ...grammars.nccl import DEBUGGING_VARS, check_nccl_value, is_transport_variable
 from ...policy.vocab import Action, Enforceable
 from ..concern import Concern
 from ..context import Context
 from ..decision import Source
-from ..paths import field_path
 from ..reads import Reads
 from ..rule import rule
 from ..workloads import PodTemplate, Workload
@@ -27,8 +29,10 @@ def mutate(ctx: Context) -> None:
     r = ctx.resolved
     if r.pool is None or not r.pool.nccl.env:
         return
+    everything = r.pool.nccl.env
+    others = {name: value for name, value in everything.items() if not is_transport_variable(name)}
     for template in ctx.pool_templates:
-        _inject(ctx, r.pool.nccl.env, template)
+        _inject(ctx, others if ctx.plan.own_network(template) else everything, template)
 
 
 def _inject(ctx: Context, wanted: dict[str, str], template: PodTemplate) -> None:
@@ -70,16 +74,16 @@ def _check(ctx: Context, pool_env: dict[str, str], template: PodTemplate) -> Non
                 continue
             if pool_env.get(name) == value:
                 continue  # the pool's own values were checked when the policy loaded
-            path = field_path((*template.container_path(ref), "env", i))
+            path = (*template.container_path(ref), "env", i)
             problem = check_nccl_value(name, value)
             if problem is not None:
                 found = SYNTAX if problem.severity == "error" else SYNTAX_WARNING
                 ctx.report(found, path, f"{name}={value!r} in container {ref.name}: {problem.message}",
-                           "see the NCCL environment variable reference")
+                           f"fix {ctx.user_field((*path, 'value'))} (see NCCL's environment variable reference)")
             if name in DEBUGGING_VARS:
                 ctx.report(DEBUGGING_VARIABLE, path,
                            f"NCCL documents {name} as a debugging variable, not for production runs",
-                           "remove it once the problem it works around is understood")
+                           f"remove {ctx.user_field(path)} once the problem it works around is understood")
 
 
 CONCERN = Concern("nccl", rules=(SYNTAX, SYNTAX_WARNING, DEBUGGING_VARIABLE), mutate=mutate, validate=validate,

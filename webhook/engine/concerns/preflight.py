@@ -33,7 +33,7 @@ from ...policy.vocab import Action
 from ..concern import Concern
 from ..context import Context
 from ..dra import listed_claims
-from ..paths import Path, as_dict, as_list, field_path
+from ..paths import Path, as_dict, as_list, field_path, get_path
 from ..reads import ALL, Reads
 from ..rule import rule
 from ..workloads import GroupedGangs, PatchedTemplates, PodTemplate, RunLabelled, Workload, capable
@@ -64,11 +64,12 @@ def mutate(ctx: Context) -> None:
     workload = ctx.workload
     adapter = workload.adapter
     if templates and capable(adapter, PatchedTemplates) and "initContainers" in adapter.cannot_carry:
-        ctx.report(UNAVAILABLE, field_path(templates[0].spec_path),
+        runtime = "spec.runtimeRef" if get_path(workload.obj, ("spec", "runtimeRef")) is not None else "spec"
+        ctx.report(UNAVAILABLE, runtime,
                    f"pool {ctx.resolved.pool_name} checks every node with a preflight init container, and a "
                    f"{workload.kind} cannot add one to its Pods: this {workload.kind} starts unchecked",
-                   f"add the {CONTAINER_NAME} init container to the {workload.adapter.operator} runtime its Pods "
-                   "come from, or run the workload as a kind that carries its own pod template")
+                   f"add the {CONTAINER_NAME} init container to the runtime {runtime} names (its Pods come from it), "
+                   "or run the workload as a kind that carries its own pod template")
         return
     # the markers each worker waits for: its Pods that the operator starts together (an elastic job's
     # minimum, not its launcher, which runs no preflight)
@@ -95,7 +96,7 @@ def _inject(ctx: Context, pool: PoolSpec, template: PodTemplate, gang_size: int)
     trainer = ctx.gpu_containers(template)[0]
     trainer_now = as_dict(ctx.patcher.get(template.container_path(trainer)))
     expect, mounts = _expectations(ctx, pool, template, spec_now, trainer_now, gang_size)
-    container = _container(ctx, pool, trainer_now, expect, mounts)
+    container = _container(ctx, pool, trainer_now, expect, mounts, not ctx.plan.own_network(template))
     ctx.inject_extend((*template.spec_path, "initContainers"), [(container, source)], "preflight")
 
 
@@ -148,6 +149,8 @@ def _expectations(ctx: Context, pool: PoolSpec, template: PodTemplate, spec: dic
     shm = _shm_size(spec, shm_mount)
     if shm is not None:
         mounts.append(shm_mount)  # type: ignore[arg-type]
+    # the pool's NICs, unless the template brought its own (then their link layer is not the pool's to check)
+    rdma = pool.rdma is not None and not ctx.plan.own_network(template)
     gang_id = None
     run_label = workload.adapter.run_label if capable(workload.adapter, RunLabelled) else None
     if r.gang and gang_size > 1 and not capable(workload.adapter, GroupedGangs):
@@ -156,7 +159,7 @@ def _expectations(ctx: Context, pool: PoolSpec, template: PodTemplate, spec: dic
         gang_id = f"{ctx.namespace}/{name}" if name else None
     expect = Expectations(
         gpus=gpus if vendor else None, gpu_vendor=vendor or "nvidia",
-        rdma_link_layer=pool.rdma.linkLayer.value if pool.rdma else None, active_ports=pool.rdma is not None,
+        rdma_link_layer=pool.rdma.linkLayer.value if rdma else None, active_ports=rdma,
         nccl_ib_hca=_env_value(trainer, "NCCL_IB_HCA"), nccl_socket_ifname=_env_value(trainer, "NCCL_SOCKET_IFNAME"),
         shm_size=shm, datasets=tuple(datasets), checkpoint=checkpoint,
         gang_size=gang_size if gang_id else None, gang_id=gang_id, timeout_seconds=pool.preflight.timeoutSeconds)
@@ -170,12 +173,13 @@ def _still_needed(expect: Expectations, path: str) -> bool:
     return path in expect.datasets or path == expect.checkpoint or (path == SHM_PATH and expect.shm_size is not None)
 
 
-def _container(ctx: Context, pool: PoolSpec, trainer: dict, expect: Expectations, mounts: list[dict]) -> dict:
+def _container(ctx: Context, pool: PoolSpec, trainer: dict, expect: Expectations, mounts: list[dict],
+               pool_nics: bool) -> dict:
     pf, r = pool.preflight, ctx.resolved
     devices: dict[str, object] = {}
     if expect.gpus is not None and r.gpu_resource:
         devices[r.gpu_resource] = expect.gpus
-    if pool.rdma is not None:
+    if pool.rdma is not None and pool_nics:
         devices.update(pool.rdma.resources)
     env = [_field_env(ENV_NODE, "spec.nodeName"), _field_env(ENV_POD, "metadata.name")]
     adapter = ctx.workload.adapter

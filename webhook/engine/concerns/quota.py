@@ -48,17 +48,17 @@ def check(ctx: Context, view: Workload, extra_gpus: int | None = None) -> None:
     found = ctx.policy.quota_for(ns)
     if found is not None:
         qname, quota = found
+        scale = ctx.plan.scale  # advice in the kind's own count fields, with values that would pass
         if quota.maxGPUsPerJob is not None and r.total_gpus > quota.maxGPUsPerJob:
-            most = quota.maxGPUsPerJob // r.gpus_per_pod if r.gpus_per_pod else 0
-            ctx.report(GPUS_PER_JOB, "spec.parallelism",
+            ctx.report(GPUS_PER_JOB, scale.path or "spec",
                        f"requests {r.total_gpus} GPUs ({r.gpu_pods} × {r.gpus_per_pod}); quota {qname} allows "
-                       f"{quota.maxGPUsPerJob} per job in namespace {ns}", f"use at most {most} workers")
+                       f"{quota.maxGPUsPerJob} per job in namespace {ns}",
+                       scale.fewer_gpus(view, r, r.total_gpus - quota.maxGPUsPerJob))
         # workers are the Pods that request GPUs: a launcher, head, submitter or initializer is not one
         if quota.maxWorkersPerJob is not None and r.gpu_pods > quota.maxWorkersPerJob:
-            scale = ctx.plan.scale  # advice in the kind's own count fields
             ctx.report(WORKERS_PER_JOB, scale.path or "spec",
                        f"runs {r.gpu_pods} workers; quota {qname} allows {quota.maxWorkersPerJob} per job",
-                       scale.at_most(quota.maxWorkersPerJob))
+                       scale.fewer(view, r.gpu_pods - quota.maxWorkersPerJob))
         if quota.allowedPools is not None and r.pool_name and r.pool_name not in quota.allowedPools:
             ctx.report(POOL_NOT_ALLOWED, f'metadata.labels["{ctx.policy.keys.pool}"]',
                        f"namespace {ns} may not use pool {r.pool_name}",
@@ -96,9 +96,9 @@ def check(ctx: Context, view: Workload, extra_gpus: int | None = None) -> None:
     over = [lim for lim in limits if lim[6] > lim[0]]
     if over:
         hard, _, source, _, _, what, total = min(over, key=lambda lim: lim[0])
-        ctx.report(NAMESPACE_HARD, "spec.parallelism",
+        ctx.report(NAMESPACE_HARD, ctx.plan.scale.path or "spec",
                    f"needs {total} {what}, and namespace {ns} may hold at most {hard} ({source}): "
-                   "this job could never start", f"use at most {hard // max(r.gpus_per_pod, 1)} workers")
+                   "this job could never start", ctx.plan.scale.fewer_gpus(view, r, total - hard))
         return
     known = [lim for lim in limits if lim[1] is not None]
     if not known:
@@ -112,8 +112,8 @@ def check(ctx: Context, view: Workload, extra_gpus: int | None = None) -> None:
                    f"its {hard} {what} ({source}: {holders}), {free} free")
     else:
         message = f"needs {want} {what}; namespace {ns} has {free} of {hard} free ({source})"
-    ctx.report(NAMESPACE_REMAINING, "spec.parallelism", message,
-               "wait for running jobs to finish" + (f", or use at most {free // r.gpus_per_pod} workers"
+    ctx.report(NAMESPACE_REMAINING, ctx.plan.scale.path or "spec", message,
+               "wait for running jobs to finish" + (f", or {ctx.plan.scale.fewer_gpus(view, r, want - free)}"
                                                     if r.gpus_per_pod and free >= r.gpus_per_pod else ""))
 
 
@@ -126,9 +126,10 @@ def _pool_capacity(ctx: Context) -> None:
     capacity = ctx.cluster.pool_nodes(pool)
     capacity = capacity if capacity is not None else pool.capacityNodes
     if capacity is not None and nodes_needed > capacity:
-        ctx.report(POOL_CAPACITY, "spec.parallelism",
+        scale = ctx.plan.scale
+        ctx.report(POOL_CAPACITY, scale.path or "spec",
                    f"needs {nodes_needed} nodes and pool {r.pool_name} has {capacity}: this job could never start",
-                   f"use at most {capacity} workers")
+                   scale.fewer(ctx.workload, nodes_needed - capacity))
 
 
 # the name: the workload itself is not among the namespace's other workloads (a scale-up, a re-check)

@@ -3,36 +3,58 @@ ResourceClaimTemplate), its Multus networks, and IPC_LOCK.
 
 RDMA verbs pin memory, which needs CAP_IPC_LOCK (or an unlimited memlock rlimit, which a PodSpec
 cannot set). The resource names come from the pool because they differ per cluster
-(``rdma/rdma_shared_device_a``, ``rdma/ib``, ``nvidia.com/hostdev``...). RDMA resources on a pool
+(``rdma/rdma_shared_device_a``, ``rdma/ib``, ``nvidia.com/hostdev``...). A template that brings its own
+network (its own NICs, DRA NIC claims, Multus or GKE networks, the host's network: ``network.brought_by``,
+read into the plan) gets none of this: the user's choice stands, and the decision says so. NICs on a pool
 without an RDMA fabric are refused: no node of the pool could ever satisfy them.
 """
 
 from __future__ import annotations
 
+from ...grammars.nccl import is_transport_variable
 from ...grammars.quantity import as_count
 from ...policy.vocab import Action, Enforceable
 from ..concern import Concern
 from ..context import Context
-from ..paths import as_dict, as_list, field_path
+from ..network import MULTUS_NETWORKS, POOL_NIC_CLAIM, Brought
+from ..paths import as_dict, as_list
 from ..reads import Reads
 from ..rule import rule
 from ..workloads import PatchedTemplates, PodTemplate, Workload, capable
 from .enforced import conflict
-
-MULTUS_NETWORKS = "k8s.v1.cni.cncf.io/networks"
 
 POOL_WITHOUT_RDMA = rule("rdma.pool-without-rdma", Action.deny, "RDMA resources requested on a pool without RDMA")
 
 
 def mutate(ctx: Context) -> None:
     pool = ctx.resolved.pool
-    if pool is None or pool.rdma is None:
+    if pool is None:
         return
     for template in ctx.pool_templates:
-        _inject(ctx, pool.rdma, template)
+        brought = ctx.plan.network_of(template)
+        if brought is not None and brought.own_network:
+            _kept(ctx, brought)
+        elif pool.rdma is not None:
+            _inject(ctx, pool.rdma, template)
 
 
-NIC_CLAIM = "trainadmit-rdma"  # the Pod's name for the pool's NIC claim (Pool.spec.rdma.claimTemplate)
+def _kept(ctx: Context, brought: Brought) -> None:
+    """Say that the template keeps the network it brought, and what of the pool's it therefore does not get."""
+    pool = ctx.resolved.pool
+    withheld = []
+    if pool is not None and pool.rdma is not None:
+        withheld.append(f"RDMA resources ({', '.join(pool.rdma.resources)})" if pool.rdma.resources else "")
+        withheld.append(f"networks ({', '.join(pool.rdma.networks)})" if pool.rdma.networks else "")
+        withheld.append("IPC_LOCK" if pool.rdma.ipcLock else "")
+    transport = [n for n in (pool.nccl.env if pool is not None else {}) if is_transport_variable(n)]
+    withheld.append(f"NCCL transport variables ({', '.join(transport)})" if transport else "")
+    withheld = [w for w in withheld if w]
+    if withheld:
+        ctx.note(f"{brought.label} keeps its own network ({brought.describe()}): pool {ctx.resolved.pool_name}'s "
+                 f"{', '.join(withheld)} not added")
+
+
+NIC_CLAIM = POOL_NIC_CLAIM
 
 
 def _inject(ctx: Context, rdma, template: PodTemplate) -> None:
@@ -96,16 +118,27 @@ def validate(ctx: Context, view: Workload) -> None:
         return
     known = {name for p in ctx.policy.pools.values() if p.rdma for name in p.rdma.resources}
     rdma_pools = sorted(n for n, p in ctx.policy.pools.items() if p.rdma)
+    keys = ctx.policy.keys
     for template in view.templates:
         for ref in template.all_containers:
             resources = as_dict(ref.body.get("resources"))
-            for res in sorted({*as_dict(resources.get("limits")), *as_dict(resources.get("requests"))}):
-                if res in known or res.startswith("rdma/"):
-                    ctx.report(POOL_WITHOUT_RDMA, field_path((*template.container_path(ref), "resources")),
-                               f"container {ref.name} requests {res}, but pool {r.pool_name} has no RDMA fabric",
-                               f"use an RDMA pool ({', '.join(rdma_pools) or 'none defined'}) or remove {res}")
+            for section in ("limits", "requests"):
+                for res in sorted(as_dict(resources.get(section))):
+                    if res not in known and not ctx.policy.is_nic_resource(res):
+                        continue
+                    path = (*template.container_path(ref), "resources", section, res)
+                    fix = (f"set {keys.pool}: {rdma_pools[0]} (a pool with RDMA: {', '.join(rdma_pools)}) or remove "
+                           f"{ctx.user_field(path)}" if rdma_pools else
+                           f"remove {ctx.user_field(path)}: no pool of the platform has RDMA")
+                    ctx.report(POOL_WITHOUT_RDMA, path,
+                               f"container {ref.name} requests {res}, but pool {r.pool_name} has no RDMA fabric", fix)
+                    break  # one report per resource (limits and requests name the same NIC)
 
 
+# what a template brings for its network (read by the plan for this concern): its network annotations, NIC
+# resources and DRA claims, the host's network, its NCCL transport variables (their names)
 CONCERN = Concern("rdma", rules=(POOL_WITHOUT_RDMA,), mutate=mutate, validate=validate,
-                  reads=Reads(metadata=("annotations",), annotations=(MULTUS_NETWORKS,), pod=("resourceClaims",),
-                              container=("resources", "securityContext"), init_container=("resources",)))
+                  reads=Reads(metadata=("annotations",), annotations=(MULTUS_NETWORKS,),
+                              pod=("hostNetwork", "resourceClaims"),
+                              container=("name", "resources", "securityContext", "env"),
+                              init_container=("name", "resources", "env")))

@@ -35,11 +35,11 @@ from ..concern import Concern
 from ..context import Context
 from ..demand import claim_kind
 from ..dra import claim_spec, device_classes, pod_claims
+from ..network import MULTUS_NETWORKS
 from ..paths import as_dict, as_list, field_path
 from ..reads import Reads
 from ..rule import Resize, RuleId, rule
 from ..workloads import Inheriting, Workload, capable
-from .rdma import MULTUS_NETWORKS
 
 PRIORITY_CLASS_MISSING = rule("references.priority-class-missing", Action.deny,
                               "a priorityClassName that names no PriorityClass: the apiserver refuses every Pod")

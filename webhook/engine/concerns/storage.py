@@ -1,23 +1,30 @@
 """Storage: datasets as read-only PVC mounts, the checkpoint class's volume and env, /dev/shm.
 
 NCCL and PyTorch data loaders use /dev/shm; the container runtime's default is 64 MiB, which makes
-multi-GPU jobs fail or crawl. A memory-backed emptyDir with a size limit fixes that; its usage
-counts against the container's memory limit, so a limit below the /dev/shm size is warned about.
+multi-GPU jobs fail or crawl. A memory-backed emptyDir with a size limit fixes that; its usage counts
+against the container's memory limit, so the one trainadmit injects is sized to fit: the policy's size,
+or half the smallest memory limit of the containers that mount it when that is less (the process keeps
+the other half), and none at all when that would not exceed the runtime's default (the decision says
+so). A /dev/shm the user's own volume makes larger than the memory limit is warned about.
+
+Never a second mount where the user already mounts something: in the same container, or where the kind
+merges mounts from elsewhere (a TrainJob's other runtime patches, merged by ``mountPath``).
 """
 
 from __future__ import annotations
 
 import hashlib
+from decimal import Decimal
 
 from ...grammars.quantity import QuantityError, format_bytes, parse_quantity
 from ...policy.vocab import Action, Enforceable
 from ..concern import Concern
 from ..context import Context
 from ..decision import Source
-from ..paths import as_dict, field_path
+from ..paths import as_dict
 from ..reads import Reads
 from ..rule import rule
-from ..workloads import PodTemplate, Workload
+from ..workloads import MountsElsewhere, PodTemplate, Workload, capable
 from .enforced import conflict
 
 MOUNT_CONFLICT = rule("storage.mount-conflict", Action.deny,
@@ -28,6 +35,8 @@ SHM_EXCEEDS_MEMORY = rule("storage.shm-exceeds-memory", Action.warn,
 SHM_VOLUME = "ta-dshm"
 SHM_PATH = "/dev/shm"
 CHECKPOINT_VOLUME = "ta-checkpoint"
+RUNTIME_DEFAULT_SHM = 64 * 2**20  # the container runtime's /dev/shm without a volume (64 MiB)
+MIB = 2**20
 
 
 def volume_name(prefix: str, name: str) -> str:
@@ -56,9 +65,18 @@ class _Batch:
         elif all(v["name"] != volume["name"] for v, _ in self.volumes):  # type: ignore[index]
             self.volumes.append((volume, source))
 
-    def mount(self, container_path: tuple, mount: dict, source: Source) -> bool:
+    def elsewhere(self, container: str, mount_path: str) -> str | None:
+        """Where the kind mounts ``mount_path`` into ``container`` from outside this template, if it does."""
+        adapter = self.ctx.workload.adapter
+        if not capable(adapter, MountsElsewhere):
+            return None
+        return adapter.mounts_elsewhere(self.ctx.workload.obj, self.template, container).get(mount_path)
+
+    def mount(self, container_path: tuple, mount: dict, source: Source, container: str = "") -> bool:
         """Queue a volumeMount unless the path is taken; a different volume there is a conflict (False)."""
         path = (*container_path, "volumeMounts")
+        if self.elsewhere(container, mount["mountPath"]) is not None:
+            return False
         for m in self.ctx.patcher.get(path) or []:
             if not isinstance(m, dict) or m.get("mountPath") != mount["mountPath"]:
                 continue
@@ -102,10 +120,10 @@ def _mount(ctx: Context, w: PodTemplate) -> None:
             if ds.subPath:
                 mount["subPath"] = ds.subPath
             cpath = w.container_path(ref)
-            if not batch.mount(cpath, mount, Source("Dataset", ds_name, ("spec", "mountPath"))):
-                ctx.report(MOUNT_CONFLICT, field_path((*cpath, "volumeMounts")),
+            if not batch.mount(cpath, mount, Source("Dataset", ds_name, ("spec", "mountPath")), ref.name):
+                ctx.report(MOUNT_CONFLICT, batch.elsewhere(ref.name, ds.mountPath) or (*cpath, "volumeMounts"),
                            f"container {ref.name} already mounts something at {ds.mountPath}, where dataset "
-                           f"{ds_name} goes", "remove that mount or the dataset from trainadmit.io/datasets")
+                           f"{ds_name} goes", f"remove that mount or {ds_name} from {ctx.policy.keys.datasets}")
     if r.checkpoint is not None:
         ck_name, ck = r.checkpoint
         batch.volume({"name": CHECKPOINT_VOLUME, "persistentVolumeClaim": {"claimName": ck.claimName}},
@@ -113,10 +131,10 @@ def _mount(ctx: Context, w: PodTemplate) -> None:
         for ref in containers:
             cpath = w.container_path(ref)
             mount = {"name": CHECKPOINT_VOLUME, "mountPath": ck.mountPath}
-            if not batch.mount(cpath, mount, Source("CheckpointClass", ck_name, ("spec", "mountPath"))):
-                ctx.report(MOUNT_CONFLICT, field_path((*cpath, "volumeMounts")),
+            if not batch.mount(cpath, mount, Source("CheckpointClass", ck_name, ("spec", "mountPath")), ref.name):
+                ctx.report(MOUNT_CONFLICT, batch.elsewhere(ref.name, ck.mountPath) or (*cpath, "volumeMounts"),
                            f"container {ref.name} already mounts something at {ck.mountPath}, where checkpoint "
-                           f"class {ck_name} goes", "remove that mount or set trainadmit.io/checkpoint: none")
+                           f"class {ck_name} goes", f"remove that mount or set {ctx.policy.keys.checkpoint}: none")
             for name, value in ck.env.items():
                 batch.env(cpath, name, value, Source("CheckpointClass", ck_name, ("spec", "env", name)))
     _shm(ctx, containers, batch)
@@ -125,9 +143,7 @@ def _mount(ctx: Context, w: PodTemplate) -> None:
 
 def _shm(ctx: Context, containers: list, batch: _Batch) -> None:
     w = batch.template
-    size = ctx.policy.platform.shm.sizeLimit
-    source = ctx.platform_source("spec", "shm", "sizeLimit")
-    volume = {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": size}}
+    mounting = []
     for ref in containers:
         cpath = w.container_path(ref)
         mounts = ctx.patcher.get((*cpath, "volumeMounts")) or []
@@ -136,8 +152,51 @@ def _shm(ctx: Context, containers: list, batch: _Batch) -> None:
         if theirs is not None:
             conflict(ctx, Enforceable.shm, (*cpath, "volumeMounts"), theirs.get("name"), SHM_VOLUME)
             continue
-        batch.volume(volume, source)
-        batch.mount(cpath, {"name": SHM_VOLUME, "mountPath": SHM_PATH}, source)
+        where = batch.elsewhere(ref.name, SHM_PATH)
+        if where is not None:
+            conflict(ctx, Enforceable.shm, (*cpath, "volumeMounts"), where, SHM_VOLUME)
+            ctx.note(f"{w.label}: container {ref.name} keeps its own /dev/shm ({where}); trainadmit added none")
+            continue
+        mounting.append(ref)
+    if not mounting:
+        return
+    size, source, why = _shm_size(ctx, w, mounting)
+    if size is None:
+        ctx.note(f"{w.label}: no /dev/shm added: {why}")
+        return
+    batch.volume({"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": size}}, source)
+    for ref in mounting:
+        batch.mount(w.container_path(ref), {"name": SHM_VOLUME, "mountPath": SHM_PATH}, source, ref.name)
+
+
+def _memory_limit(ref) -> Decimal | None:
+    memory = as_dict(as_dict(ref.body.get("resources")).get("limits")).get("memory")
+    try:
+        return parse_quantity(memory) if memory is not None else None
+    except QuantityError:
+        return None
+
+
+def _shm_size(ctx: Context, template: PodTemplate, containers: list) -> tuple[str | None, Source, str]:
+    """The /dev/shm size for ``containers``: the policy's, or half the smallest memory limit among them when
+    that is less (rounded down to whole MiB); None (and why) when that is not above the runtime's default."""
+    size = ctx.policy.platform.shm.sizeLimit
+    source = ctx.platform_source("spec", "shm", "sizeLimit")
+    limits = [(limit, ref) for ref in containers if (limit := _memory_limit(ref)) is not None]
+    if not limits:
+        return size, source, ""
+    limit, ref = min(limits, key=lambda item: item[0])
+    half = (limit / 2 // MIB) * MIB
+    if half >= parse_quantity(size):
+        return size, source, ""
+    memory = as_dict(as_dict(ref.body.get("resources")).get("limits")).get("memory")
+    if half <= RUNTIME_DEFAULT_SHM:
+        return None, source, (f"half of container {ref.name}'s memory limit {memory} is not more than the container "
+                              f"runtime's own {format_bytes(Decimal(RUNTIME_DEFAULT_SHM))}")
+    fitted = format_bytes(half)
+    note = (f"{fitted}: half of container {ref.name}'s memory limit {memory}; Platform.spec.shm.sizeLimit {size} "
+            "would not fit")
+    return fitted, ctx.platform_source("spec", "shm", "sizeLimit", note=note), ""
 
 
 def validate(ctx: Context, view: Workload) -> None:
@@ -146,8 +205,10 @@ def validate(ctx: Context, view: Workload) -> None:
 
 
 def _shm_fits(ctx: Context, view: PodTemplate) -> None:
+    """A /dev/shm the user's own volume lets grow beyond the container's memory limit (trainadmit's is sized to
+    fit, so it is never reported)."""
     volumes = {v.get("name"): v for v in view.pod_spec.get("volumes") or []
-               if isinstance(v, dict) and isinstance(v.get("name"), str)}
+               if isinstance(v, dict) and isinstance(v.get("name"), str) and v.get("name") != SHM_VOLUME}
     for ref in view.main_containers:
         memory = as_dict(as_dict(ref.body.get("resources")).get("limits")).get("memory")
         if memory is None:
@@ -163,10 +224,12 @@ def _shm_fits(ctx: Context, view: PodTemplate) -> None:
             except QuantityError:
                 continue
             if shm > limit:
-                ctx.report(SHM_EXCEEDS_MEMORY, field_path((*view.container_path(ref), "resources")),
+                at = (*view.container_path(ref), "resources", "limits", "memory")
+                ctx.report(SHM_EXCEEDS_MEMORY, at,
                            f"/dev/shm may grow to {format_bytes(shm)} but container {ref.name} has a memory limit of "
                            f"{memory}; shared memory counts against it",
-                           f"raise the memory limit above {format_bytes(shm)}")
+                           f"set {ctx.user_field(at)} above {format_bytes(shm)}, or the sizeLimit of volume "
+                           f"{mount.get('name')} below {memory}")
 
 
 # appends to the env lists nccl appends to: after it, so that every order gives the containers one env order

@@ -12,16 +12,17 @@ from math import ceil
 
 from ...policy.policyset import TOPOLOGY_GATE
 from ...policy.vocab import Action, GangBackend
-from ..backends import KUEUE_REQUIRED_TOPOLOGY
+from ..backends import KAI_REQUIRED_PLACEMENT, KAI_TOPOLOGY, KUEUE_REQUIRED_TOPOLOGY, TOPOLOGY_REQUESTS
 from ..concern import Concern
 from ..context import Context
 from ..decision import Source
 from ..dra import pod_claims
-from ..paths import field_path
+from ..paths import Path
 from ..plan import NoGang
 from ..reads import Reads
 from ..rule import Resize, rule
 from ..workloads import GroupedGangs, PodTemplate, Workload, capable
+from .intent import gpu_request
 
 WHOLE_NODE = rule("topology.whole-node", Action.deny,
                   "a multi-pod Job whose GPUs per pod differ from the pool's per node", Resize.grow)
@@ -42,6 +43,10 @@ def mutate(ctx: Context) -> None:
     own pods; warn where the method cannot guarantee the outcome (see :func:`_report_risk`)."""
     r, colocation = ctx.resolved, ctx.plan.colocation
     level = colocation.level
+    if colocation.left_to:
+        ctx.note(f"workers are not colocated at level {r.level_name} by trainadmit: left to {colocation.left_to}")
+    if colocation.uncarried:
+        ctx.note(f"workers are not colocated at level {r.level_name} by trainadmit: {colocation.uncarried}")
     if colocation.method is None or level is None:
         return
     _report_risk(ctx, colocation.method)
@@ -57,9 +62,28 @@ def mutate(ctx: Context) -> None:
     elif colocation.method == "podAffinity":
         _pod_affinity(ctx, level.nodeLabel, source)
     elif colocation.unavailable:
-        ctx.report(COLOCATION_UNAVAILABLE, "spec.scheduling", colocation.unavailable, "")
+        key = ctx.policy.keys.topology
+        ctx.report(COLOCATION_UNAVAILABLE, f'metadata.annotations["{key}"]',
+                   f"workers are not colocated at level {r.level_name}: {colocation.unavailable}",
+                   f"set {key}: any, or Platform.spec.gang.topologyMethod: podAffinity (required pod affinity, "
+                   "which cannot guarantee one domain: topology.colocation-risk)")
+    elif colocation.method == "kai":
+        _kai(ctx, level.nodeLabel, source)
     elif colocation.by_gang:
         ctx.satisfied("topology")  # the gang concern writes the constraint with the gang
+
+
+def _kai(ctx: Context, node_label: str, source: Source) -> None:
+    """KAI's podgrouper reads the Topology and the level every Pod must share from the workload's own annotations."""
+    topology = ctx.policy.platform.gang.kaiTopology
+    wanted = ((KAI_TOPOLOGY, topology, ctx.platform_source("spec", "gang", "kaiTopology")),
+              (KAI_REQUIRED_PLACEMENT, node_label, source))
+    for key, value, why in wanted:
+        path = ("metadata", "annotations", key)
+        if ctx.patcher.get(path) is None:
+            ctx.inject(path, value, "topology", why)
+        else:
+            ctx.satisfied("topology")  # the user's placement stands
 
 
 def _report_risk(ctx: Context, method: str) -> None:
@@ -96,15 +120,17 @@ def _report_risk(ctx: Context, method: str) -> None:
         gang = "the gang may never start" if r.gang and target.backend is not None else \
             "the workers that fit start and hold their GPUs"
         native = target.backend is GangBackend.native and TOPOLOGY_GATE in target.gates
+        if native:
+            fix = "set Platform.spec.gang.topologyMethod: auto (the PodGroup's topology constraint)"
+        elif target.backend is GangBackend.kai:
+            fix = "set Platform.spec.gang.kaiTopology to the cluster's KAI Topology (KAI places the gang per domain)"
+        else:
+            fix = (f"use a scheduler that places the gang per domain (native gang with {TOPOLOGY_GATE}, Kueue's "
+                   "topology-aware scheduling)")
         ctx.report(COLOCATION_RISK, where,
                    f"required pod affinity cannot guarantee one {level} for {n} workers: the first worker picks its "
                    f"{level} alone, and when that {level} has no room for all {n}, {gang} although another {level} "
-                   "fits them",
-                   ("set Platform.spec.gang.topologyMethod: auto (the PodGroup's topology constraint)" if native else
-                    "use a scheduler that places the gang per domain (native gang with "
-                    f"{TOPOLOGY_GATE}, Kueue's topology-aware scheduling)") + f", or set {key}: any")
-
-
+                   "fits them", fix + f", or set {key}: any")
 def _pod_affinity(ctx: Context, node_label: str, source: Source) -> None:
     """Required pod affinity of every GPU Pod to the workload's other GPU Pods on the level's node
     label (the first Pod of a group that matches its own term is schedulable; whether the rest fit its
@@ -141,24 +167,43 @@ def workload_label_value(name: str) -> str:
     return f"{name[:54].rstrip('.-_')}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
 
 
-def _gpu_path(ctx: Context, resource: str, template: PodTemplate, claims: frozenset[str] = frozenset()) -> str:
-    """Where the template asks for its GPUs: the first container limit (where the kind holds it: a TrainJob's in
-    ``spec.trainer``), else the first DRA claim holding GPUs."""
-    for ref in template.main_containers:
-        limits = ((ref.body.get("resources") or {}).get("limits") or {})
-        if resource in limits:
-            return field_path(ctx.patcher.route((*template.container_path(ref), "resources", "limits", resource)))
-    for claim in pod_claims(template.pod_spec):
-        if claim.name in claims:
-            return field_path((*template.spec_path, "resourceClaims", claim.index))
-    return field_path((*template.spec_path, "containers"))
+def _gpu_path(ctx: Context, resource: str, template: PodTemplate, claims: frozenset[str] = frozenset()) -> Path:
+    """Where the template asks for its GPUs: its container limit or request (``intent.gpu_request``), else the
+    first DRA claim holding GPUs."""
+    path = gpu_request(template, resource) if resource else (*template.spec_path, "containers")
+    if path[-1] == "containers":
+        for claim in pod_claims(template.pod_spec):
+            if claim.name in claims:
+                return (*template.spec_path, "resourceClaims", claim.index)
+    return path
 
 
-def _set_gpus(r, per: int) -> str:
-    """How to ask for ``per`` GPUs per Pod, in the terms the workload asks for them."""
-    if r.gpu_resource:
-        return f"{r.gpu_resource}: {per}"
-    return f"count: {per} in the claim's {r.gpu_classes[0] if r.gpu_classes else 'GPU'} request"
+def _whole_nodes(ctx: Context, view: Workload, per: int, templates: dict) -> str:
+    """Values that give every GPU Pod a whole node, in the kind's own fields: each GPU template's GPU field,
+    and the largest GPU template's count fields for the workers the same GPUs make."""
+    r, scale = ctx.resolved, ctx.plan.scale
+    workers = max(1, ceil(r.total_gpus / per))
+    target = scale.target
+    changes = [_set_gpus(ctx, r, per, templates.get(t.root, t)) for t, gpus in r.gpu_templates if gpus != per]
+    others = sum(t.pods for t, _ in r.gpu_templates if target is None or t.root != target.root)
+    change = scale.with_pods(view, workers - others) if target is not None and workers > others else None
+    pods = others + change.pods if change is not None else r.gpu_pods
+    if change is not None and pods == r.gpu_pods:
+        change = None  # the count is already right: only the GPUs per Pod change
+    hint = "set " + " and ".join([*dict.fromkeys(changes), *([change.values_text] if change else [])])
+    if pods * per != r.total_gpus:
+        hint += f" ({pods * per} GPUs in all)"
+    return hint
+
+
+def _set_gpus(ctx: Context, r, per: int, template: PodTemplate, path: Path | None = None) -> str:
+    """``per`` GPUs per Pod in the field the template asks for them: its GPU resource, or the count of its
+    claim's GPU request."""
+    path = path or _gpu_path(ctx, r.gpu_resource or "", template, r.gpu_claims.get(template.root, frozenset()))
+    if path[-2:-1] == ("resourceClaims",):
+        unit = r.gpu_classes[0] if r.gpu_classes else "GPU"
+        return f"count: {per} in the {unit} request of the claim named at {ctx.user_field(path)}"
+    return f"{ctx.user_field(path)}: {per}"
 
 
 def validate(ctx: Context, view: Workload) -> None:
@@ -171,19 +216,19 @@ def validate(ctx: Context, view: Workload) -> None:
         template = templates.get(original.root, original)
         gpu_path = _gpu_path(ctx, resource, template, r.gpu_claims.get(original.root, frozenset()))
         if r.gpu_pods > 1 and gpus != per:
-            total = r.total_gpus
-            workers = max(1, ceil(total / per))
-            hint = f"set {_set_gpus(r, per)} and {workers} worker{'s' if workers != 1 else ''}"
-            if workers * per != total:
-                hint += f" ({workers * per} GPUs in all)"
             ctx.report(WHOLE_NODE, gpu_path,
                        f"requests {gpus} GPUs per worker across {r.gpu_pods} workers; pool {name} has {per} "
-                       "GPUs per node: multi-node workers must take whole nodes", hint)
+                       "GPUs per node: multi-node workers must take whole nodes",
+                       _whole_nodes(ctx, view, per, templates))
         if r.gpu_pods <= 1 and gpus > per:
             workers = ceil(gpus / per)
+            count = ctx.plan.scale.with_pods(view, workers) if ctx.plan.scale.target is not None else None
+            hint = (f"set {_set_gpus(ctx, r, per, template, gpu_path)} and {count.values_text}" if count else
+                    f"set {_set_gpus(ctx, r, per, template, gpu_path)}, or run {workers} Pods of {per} GPUs as one "
+                    "workload (an Indexed batch/v1 Job)")
             ctx.report(SINGLE_NODE_FIT, gpu_path,
                        f"requests {gpus} GPUs in one pod; nodes of pool {name} have {per}: a pod cannot "
-                       "span nodes", f"run {workers} workers with {_set_gpus(r, per)} as an Indexed Job")
+                       "span nodes", hint)
     nodes_needed = max(r.gpu_pods, 1)
     if r.level is not None and r.gpu_pods > 1:
         known = ctx.cluster.largest_domain(pool, r.level)
@@ -197,8 +242,8 @@ def validate(ctx: Context, view: Workload) -> None:
                     bigger = level.name
                     break
             where = "in the cluster" if known is not None else "by policy"
-            hint = (f"set {ctx.policy.keys.topology}: {bigger}" if bigger else "") + \
-                   (" or " if bigger else "") + f"use at most {domain} workers"
+            fewer = ctx.plan.scale.fewer(view, nodes_needed - domain)
+            hint = f"set {ctx.policy.keys.topology}: {bigger}, or {fewer}" if bigger else fewer
             ctx.report(DOMAIN_FIT, f'metadata.annotations["{ctx.policy.keys.topology}"]',
                        f"{r.gpu_pods} workers need {nodes_needed} nodes in one {r.level_name}, and the largest "
                        f"{r.level_name} of pool {name} has {domain} nodes ({where})", hint)
@@ -206,5 +251,5 @@ def validate(ctx: Context, view: Workload) -> None:
 
 CONCERN = Concern("topology", rules=(WHOLE_NODE, SINGLE_NODE_FIT, DOMAIN_FIT, COLOCATION_UNAVAILABLE, COLOCATION_RISK),
                   mutate=mutate, validate=validate,
-                  reads=Reads(metadata=("labels", "annotations", "name"), annotations=(KUEUE_REQUIRED_TOPOLOGY,),
+                  reads=Reads(metadata=("labels", "annotations", "name"), annotations=TOPOLOGY_REQUESTS,
                               pod=("affinity", "resourceClaims"), container=("resources",)))

@@ -14,6 +14,7 @@ from .base import (
     Adapter,
     Aliased,
     ContainerRef,
+    DefaultedGangSize,
     FieldType,
     Follow,
     Gang,
@@ -25,6 +26,7 @@ from .base import (
     InheritedRef,
     InheritedTemplate,
     Inheriting,
+    MountsElsewhere,
     Owner,
     PatchedTemplates,
     PodTemplate,
@@ -94,8 +96,9 @@ def workload_of(obj: dict) -> Workload | None:
 
 
 __all__ = ["ADAPTERS", "BACKEND_IDS", "BY_KIND", "HANDLED_KINDS", "NATIVE_JOB_SCHEDULING", "NATIVE_POD_GROUP",
-           "OWNERS", "OWNER_BY_KIND", "WORKLOAD_READS", "Adapter", "Aliased", "ContainerRef", "FieldType", "Follow",
-           "Gang", "GangFields", "GangMethod", "GangShape", "GangShapeProblem", "GroupedGangs", "InheritedRef",
-           "InheritedTemplate", "Inheriting", "Owner", "PatchedTemplates", "PodTemplate", "ResourcesOutsideTemplates",
-           "RunLabelled", "Scale", "Skeleton", "TemplateSpec", "UntemplatedPods", "Workload", "adapter_for", "capable",
-           "kube_controller", "pod_resource_total", "resource_count", "workload_of"]
+           "OWNERS", "OWNER_BY_KIND", "WORKLOAD_READS", "Adapter", "Aliased", "ContainerRef", "DefaultedGangSize",
+           "FieldType", "Follow", "Gang", "GangFields", "GangMethod", "GangShape", "GangShapeProblem", "GroupedGangs",
+           "InheritedRef", "InheritedTemplate", "Inheriting", "MountsElsewhere", "Owner", "PatchedTemplates",
+           "PodTemplate", "ResourcesOutsideTemplates", "RunLabelled", "Scale", "Skeleton", "TemplateSpec",
+           "UntemplatedPods", "Workload", "adapter_for", "capable", "kube_controller", "pod_resource_total",
+           "resource_count", "workload_of"]

@@ -21,6 +21,7 @@ from functools import cached_property, lru_cache
 from typing import Any, Protocol, TypeGuard, TypeVar, runtime_checkable
 
 from ...grammars.quantity import as_count
+from ..backends import KAI_QUEUE
 from ..paths import Path, as_dict, as_list, get_path
 from ..reads import Reads
 
@@ -227,6 +228,7 @@ class Gang:
     path: Path | None = None
     suspend: Path | None = None
     scheduler_name: bool = False
+    formed_by: str = ""  # the mechanism that forms this kind's gang whatever the policy's backend ("volcano")
     resize: Follow | None = None
     resize_reason: str = ""
 
@@ -252,11 +254,22 @@ class Gang:
         return self.fields.size if self.method is GangMethod.fields and self.fields is not None else None
 
 
+# who reads the KAI gang fields: KAI's podgrouper, for Pods whose schedulerName is KAI's
+KAI_PODGROUPER = "KAI's podgrouper"
+
+
+def kai_gang(size_from: str) -> Gang:
+    """A kind KAI's podgrouper groups by itself (its minimum from ``size_from``): trainadmit writes the queue label on
+    the object and KAI's scheduler name on the gang templates."""
+    return Gang(GangMethod.fields, GangFields(queue=("metadata", "labels", KAI_QUEUE),
+                                              reads=f"{KAI_PODGROUPER} (minMember: {size_from})"), scheduler_name=True)
+
+
 # The gang backends a kind can be asked to join, by id: the policy's backend, and for native the mode
 # (a kind without a gang field of its own joins a native gang in pod-group mode).
 NATIVE_JOB_SCHEDULING = "native/job-scheduling"
 NATIVE_POD_GROUP = "native/pod-group"
-BACKEND_IDS = (NATIVE_JOB_SCHEDULING, NATIVE_POD_GROUP, "coscheduling", "volcano", "kueue")
+BACKEND_IDS = (NATIVE_JOB_SCHEDULING, NATIVE_POD_GROUP, "coscheduling", "volcano", "kueue", "kai")
 
 
 # The Kubernetes controllers that create Pods and child objects from a template, as the apiserver names
@@ -485,6 +498,15 @@ class PatchedTemplates(Protocol):
 
 
 @runtime_checkable
+class MountsElsewhere(Protocol):
+    """Containers of the kind's templates also get mounts from outside the template trainadmit writes (a TrainJob's
+    other runtime patches, which Trainer merges by ``mountPath``, so a second mount at a path replaces one):
+    ``mounts_elsewhere`` gives, for one container of ``template``, each such mountPath and where it is set."""
+
+    def mounts_elsewhere(self, obj: dict, template: PodTemplate, container: str) -> dict[str, str]: ...
+
+
+@runtime_checkable
 class ResourcesOutsideTemplates(Protocol):
     """The kind asks for container resources outside its templates (a TrainJob's
     ``spec.trainer.resourcesPerNode``): path patterns of those ResourceRequirements."""
@@ -509,6 +531,17 @@ class GangShape(Protocol):
     Job: Indexed, parallelism = completions)."""
 
     def gang_shape(self, obj: dict, workers: int) -> list[GangShapeProblem]: ...
+
+
+@runtime_checkable
+class DefaultedGangSize(Protocol):
+    """The kind's own admission webhook fills its gang-size field when it is left unset or 0 (Volcano's fills a
+    Job's ``spec.minAvailable`` from its tasks): ``defaulted_gang_size`` is what it becomes and how, or None when the
+    object sets a size of its own. trainadmit then writes no size: the kind's own default is the user's choice."""
+
+    defaulted_by: str
+
+    def defaulted_gang_size(self, obj: dict) -> tuple[int, str] | None: ...
 
 
 @runtime_checkable

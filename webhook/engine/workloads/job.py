@@ -13,9 +13,10 @@ parallelism = completions.
 
 from __future__ import annotations
 
-from ..backends import VOLCANO_MIN_MEMBER, VOLCANO_QUEUE
+from ..backends import KAI_BATCH_MIN_MEMBER, KAI_QUEUE, VOLCANO_MIN_MEMBER, VOLCANO_QUEUE
 from ..paths import Path, as_dict, get_path
 from .base import (
+    KAI_PODGROUPER,
     NATIVE_JOB_SCHEDULING,
     NATIVE_POD_GROUP,
     Adapter,
@@ -70,6 +71,10 @@ class JobAdapter(Adapter):
                           f"{VOLCANO_MIN_MEMBER} annotation when its first Pod appears, and never updates it "
                           "(pkg/controllers/podgroup)"),
         "kueue": Gang(GangMethod.kueue, suspend=("spec", "suspend"), scheduler_name=True),
+        # KAI's podgrouper gives a Job minMember 1 unless the Job carries the batch-min-member annotation
+        "kai": Gang(GangMethod.fields, GangFields(size=("metadata", "annotations", KAI_BATCH_MIN_MEMBER),
+                                                  queue=("metadata", "labels", KAI_QUEUE), reads=KAI_PODGROUPER),
+                    scheduler_name=True),
     }
     pods_label = "batch.kubernetes.io/job-name"
     run_label = JOB_RUN_LABEL

@@ -12,7 +12,7 @@ the Job controller creates the Pods of its Jobs.
 from __future__ import annotations
 
 from ..paths import as_list, get_path
-from .base import NATIVE_POD_GROUP, Adapter, Gang, GangMethod, Scale, TemplateSpec, count
+from .base import NATIVE_POD_GROUP, Adapter, Gang, GangMethod, Scale, TemplateSpec, count, kai_gang
 
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 
@@ -21,7 +21,8 @@ class JobSetAdapter(Adapter):
     group, versions, kind, plural = "jobset.x-k8s.io", ("v1alpha2",), "JobSet", "jobsets"
     operator = "the JobSet controller"
     gangs = {NATIVE_POD_GROUP: Gang(GangMethod.templates), "coscheduling": Gang(GangMethod.templates),
-             "volcano": Gang(GangMethod.templates), "kueue": Gang(GangMethod.kueue, suspend=("spec", "suspend"))}
+             "volcano": Gang(GangMethod.templates), "kueue": Gang(GangMethod.kueue, suspend=("spec", "suspend")),
+             "kai": kai_gang("every replicatedJob's replicas × parallelism")}
     pods_label = JOBSET_NAME
     controllers = ("system:serviceaccount:jobset-system:jobset-controller-manager",)
     template_patterns = (("spec", "replicatedJobs", "[]", "template", "spec", "template"),)

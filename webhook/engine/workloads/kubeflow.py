@@ -19,12 +19,13 @@ kubeflow/mpi-operator ``pkg/controller/podgroup.go``.
 from __future__ import annotations
 
 from ..paths import as_dict, get_path
-from .base import NATIVE_POD_GROUP, Adapter, Gang, GangFields, GangMethod, Scale, TemplateSpec, count
+from .base import NATIVE_POD_GROUP, Adapter, Gang, GangFields, GangMethod, Scale, TemplateSpec, count, kai_gang
 
 POLICY = ("spec", "runPolicy", "schedulingPolicy")
 RUN_POLICY_SUSPEND = ("spec", "runPolicy", "suspend")
 ELASTIC = ("spec", "elasticPolicy")
 TRAINING_OPERATOR = "training-operator --gang-scheduler-name"
+KAI_KUBEFLOW_SIZE = "spec.runPolicy.schedulingPolicy.minAvailable, else every replica"
 TRAINING_OPERATOR_ACCOUNT = "system:serviceaccount:kubeflow:training-operator"
 
 
@@ -45,13 +46,15 @@ def _fields(queue: bool, priority: bool, reads: str) -> GangFields:
                       priority=(*POLICY, "priorityClass") if priority else None, reads=reads)
 
 
-def _training_operator_gangs() -> dict[str, Gang]:
-    """The training operator's gangs, the same for each of its kinds that Kueue integrates."""
+def _training_operator_gangs(kai: Gang | None = None) -> dict[str, Gang]:
+    """The training operator's gangs, the same for each of its kinds that Kueue integrates; KAI's podgrouper
+    groups each kind by its own minimum (``kai``: the kind's, when it differs)."""
     return {
         NATIVE_POD_GROUP: Gang(GangMethod.templates),
         "coscheduling": Gang(GangMethod.fields, _fields(False, False, f"{TRAINING_OPERATOR}=scheduler-plugins")),
         "volcano": Gang(GangMethod.fields, _fields(True, True, f"{TRAINING_OPERATOR}=volcano")),
         "kueue": Gang(GangMethod.kueue, suspend=RUN_POLICY_SUSPEND),
+        "kai": kai or kai_gang(KAI_KUBEFLOW_SIZE),
     }
 
 
@@ -86,7 +89,7 @@ class _KubeflowAdapter(Adapter):
 class PyTorchJobAdapter(_KubeflowAdapter):
     group, versions, kind, plural = "kubeflow.org", ("v1",), "PyTorchJob", "pytorchjobs"
     operator = "the Kubeflow training operator"
-    gangs = _training_operator_gangs()
+    gangs = _training_operator_gangs(kai_gang(KAI_KUBEFLOW_SIZE + "; elastic: Master + elasticPolicy.minReplicas"))
     replicas_field, default_replicas = "pytorchReplicaSpecs", {"Master": 1, "Worker": 1}
     counts = ((*ELASTIC, "minReplicas"), (*ELASTIC, "maxReplicas"))
     controllers = (TRAINING_OPERATOR_ACCOUNT,)
@@ -104,6 +107,7 @@ class MPIJobV1Adapter(_KubeflowAdapter):
         "volcano": Gang(GangMethod.fields, _fields(True, True, f"{TRAINING_OPERATOR}=volcano")),
         # Kueue's MPIJob integration is built on v2beta1 and claims only kubeflow.org/v2*
         "kueue": Gang(GangMethod.unsupported, reason="Kueue manages kubeflow.org/v2beta1 MPIJobs only"),
+        "kai": kai_gang(KAI_KUBEFLOW_SIZE),
     }
     replicas_field, default_replicas = "mpiReplicaSpecs", {"Launcher": 1, "Worker": 0}
     controllers = (TRAINING_OPERATOR_ACCOUNT,)
@@ -119,6 +123,7 @@ class MPIJobV2Adapter(_KubeflowAdapter):
         "coscheduling": Gang(GangMethod.fields, _fields(False, False, "mpi-operator --gang-scheduling=<name>")),
         "volcano": Gang(GangMethod.fields, _fields(True, True, "mpi-operator --gang-scheduling=volcano")),
         "kueue": Gang(GangMethod.kueue, suspend=RUN_POLICY_SUSPEND),
+        "kai": kai_gang(KAI_KUBEFLOW_SIZE),
     }
     # the launcher is one batch/v1 Job's Pod; workers are Pods of the MPIJob
     replicas_field, default_replicas = "mpiReplicaSpecs", {"Launcher": 1, "Worker": 0}
@@ -141,7 +146,10 @@ class PaddleJobAdapter(_KubeflowAdapter):
 
     group, versions, kind, plural = "kubeflow.org", ("v1",), "PaddleJob", "paddlejobs"
     operator = "the Kubeflow training operator"
-    gangs = _training_operator_gangs()
+    # KAI's podgrouper has no PaddleJob grouper: its default one gives the PodGroup minMember 1 (KAI-Scheduler
+    # pkg/podgrouper; fixtures/operators/kai/README.md)
+    gangs = _training_operator_gangs(Gang(GangMethod.unsupported, reason="KAI's podgrouper has no PaddleJob grouper "
+                                          "(its default one makes a PodGroup of minMember 1)"))
     replicas_field, default_replicas = "paddleReplicaSpecs", {}
     counts = ((*ELASTIC, "minReplicas"), (*ELASTIC, "maxReplicas"))
     controllers = (TRAINING_OPERATOR_ACCOUNT,)

@@ -26,6 +26,7 @@ from .base import (
     Scale,
     TemplateSpec,
     count,
+    kai_gang,
     kube_controller,
 )
 
@@ -45,6 +46,7 @@ class LeaderWorkerSetAdapter(Adapter):
             queue=("metadata", "annotations", VOLCANO_QUEUE),
             reads="LWS config gangSchedulingManagement.schedulerProvider: volcano"), scheduler_name=True),
         "kueue": Gang(GangMethod.kueue),  # no suspend: Kueue gates the Pods of each group itself
+        "kai": kai_gang("leaderWorkerTemplate.size"),
     }
     pods_label = "leaderworkerset.sigs.k8s.io/name"
     controllers = ("system:serviceaccount:lws-system:lws-controller-manager",)

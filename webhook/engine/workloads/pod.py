@@ -14,7 +14,7 @@ _UNSIZED = Gang(GangMethod.unsized, reason="trainadmit gangs Jobs; a Pod's gang 
 class PodAdapter(Adapter):
     group, versions, kind, plural = "", ("v1",), "Pod", "pods"
     operator = "the user"
-    gangs = dict.fromkeys((NATIVE_POD_GROUP, "coscheduling", "volcano", "kueue"), _UNSIZED)
+    gangs = dict.fromkeys((NATIVE_POD_GROUP, "coscheduling", "volcano", "kueue", "kai"), _UNSIZED)
     template_patterns = ((),)
 
     def templates(self, obj: dict) -> list[TemplateSpec]:

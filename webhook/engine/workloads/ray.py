@@ -17,7 +17,7 @@ kustomize install) or ``default`` (its Helm quick start).
 from __future__ import annotations
 
 from ..paths import Path, as_dict, as_list, get_path
-from .base import NATIVE_POD_GROUP, Adapter, Follow, Gang, GangFields, GangMethod, Scale, TemplateSpec, count
+from .base import NATIVE_POD_GROUP, Adapter, Follow, Gang, GangFields, GangMethod, Scale, TemplateSpec, count, kai_gang
 
 KUBERAY = ("system:serviceaccount:ray-system:kuberay-operator", "system:serviceaccount:default:kuberay-operator")
 
@@ -33,6 +33,7 @@ _GANGS = {
                                                   priority=("metadata", "labels", "ray.io/priority-class-name"),
                                                   reads="kuberay-operator --batch-scheduler=volcano")),
     "kueue": Gang(GangMethod.kueue, suspend=("spec", "suspend")),
+    "kai": kai_gang("the head + each worker group's minReplicas (else replicas) × numOfHosts"),
 }
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 from functools import cached_property
 from typing import Any
 
-from ..paths import Path, as_dict, as_list, get_path
+from ..paths import Path, as_dict, as_list, field_path, get_path
 from .base import (
     NATIVE_POD_GROUP,
     Adapter,
@@ -192,7 +192,10 @@ class TrainJobAdapter(Adapter):
     gangs = {NATIVE_POD_GROUP: Gang(GangMethod.unsupported, reason=_RUNTIME),
              "coscheduling": Gang(GangMethod.unsupported, reason=_RUNTIME),
              "volcano": Gang(GangMethod.unsupported, reason=_RUNTIME),
-             "kueue": Gang(GangMethod.kueue, suspend=("spec", "suspend"))}
+             "kueue": Gang(GangMethod.kueue, suspend=("spec", "suspend")),
+             "kai": Gang(GangMethod.unsupported,
+                         reason="KAI groups a TrainJob's JobSet when the TrainingRuntime's pod template sets "
+                                "schedulerName: kai-scheduler, which a TrainJob's runtime patches cannot set")}
     pods_label = "jobset.sigs.k8s.io/jobset-name"  # TrainJob -> JobSet of the same name -> Jobs -> Pods
     controllers = ("system:serviceaccount:kubeflow-system:kubeflow-trainer-controller-manager",)
     template_patterns = ((*PATCHES, "[]", *_PATCH_TEMPLATE, "[]", "template", "spec", "template"),)
@@ -278,3 +281,25 @@ class TrainJobAdapter(Adapter):
 
     def child_labels(self) -> tuple[str, ...]:
         return ("jobset.sigs.k8s.io/jobset-name", "trainer.kubeflow.org/trainjob-ancestor-step")
+
+    def mounts_elsewhere(self, obj: dict, template: PodTemplate, container: str) -> dict[str, str]:
+        """What the other managers' runtime patches mount into ``container`` of ``template``'s replicated job."""
+        job = template.spec.inherited.name if template.spec.inherited is not None else NODE
+        out: dict[str, str] = {}
+        for i, patch in enumerate(as_list(get_path(obj, PATCHES))):
+            if not isinstance(patch, dict) or patch.get("manager") == MANAGER:
+                continue
+            jobs = as_list(get_path(patch, _PATCH_TEMPLATE))
+            for j, rjob in enumerate(jobs):
+                if not isinstance(rjob, dict) or rjob.get("name") != job:
+                    continue
+                containers = as_list(get_path(rjob, ("template", "spec", "template", "spec", "containers")))
+                for k, body in enumerate(containers):
+                    if not isinstance(body, dict) or body.get("name") != container:
+                        continue
+                    for m, mount in enumerate(as_list(body.get("volumeMounts"))):
+                        where = field_path((*PATCHES, i, *_PATCH_TEMPLATE, j, "template", "spec", "template", "spec",
+                                            "containers", k, "volumeMounts", m))
+                        if isinstance(mount, dict) and isinstance(mount.get("mountPath"), str):
+                            out.setdefault(mount["mountPath"], where)
+        return out

@@ -19,13 +19,19 @@ from .base import NATIVE_POD_GROUP, Adapter, Gang, GangFields, GangMethod, Scale
 _FIELDS = GangFields(size=("spec", "minAvailable"), queue=("spec", "queue"), queue_crd_default="default",
                      priority=("spec", "priorityClassName"),
                      reads="Volcano's job controller (always)")
-_ALWAYS = Gang(GangMethod.fields, _FIELDS)
+_ALWAYS = Gang(GangMethod.fields, _FIELDS, formed_by="volcano")
+
+
+def _task_minimum(task: dict) -> int:
+    """A task's gang minimum as Volcano's webhook defaults it: its own minAvailable, else its replicas."""
+    own = task.get("minAvailable")
+    return own if isinstance(own, int) and not isinstance(own, bool) and own >= 0 else count(task.get("replicas"), 1)
 
 
 class VolcanoJobAdapter(Adapter):
     group, versions, kind, plural = "batch.volcano.sh", ("v1alpha1",), "Job", "jobs"
     operator = "Volcano's job controller"
-    gangs = {NATIVE_POD_GROUP: _ALWAYS, "coscheduling": _ALWAYS, "volcano": _ALWAYS,
+    gangs = {NATIVE_POD_GROUP: _ALWAYS, "coscheduling": _ALWAYS, "volcano": _ALWAYS, "kai": _ALWAYS,
              "kueue": Gang(GangMethod.unsupported, reason="Kueue has no Volcano Job integration")}
     pods_label = "volcano.sh/job-name"
     controllers = ("system:serviceaccount:volcano-system:volcano-controllers",)
@@ -41,6 +47,23 @@ class VolcanoJobAdapter(Adapter):
                                     f"tasks[{name}]", Scale((("spec", "tasks", i, "replicas"),))))
         return out
 
+    defaulted_by = "Volcano's admission webhook"
+
     def gang_size(self, obj: dict, templates: list[TemplateSpec]) -> int:
-        minimum = get_path(obj, ("spec", "minAvailable"))
-        return count(minimum, 0) or super().gang_size(obj, templates)
+        minimum = count(get_path(obj, ("spec", "minAvailable")), 0)
+        defaulted = self.defaulted_gang_size(obj)
+        return defaulted[0] if defaulted is not None else minimum
+
+    def defaulted_gang_size(self, obj: dict) -> tuple[int, str] | None:
+        """Unset or 0, ``spec.minAvailable`` becomes the sum of the tasks' minimums (each task's minAvailable,
+        else its replicas): Volcano's mutating webhook (docs/design/min-avaiable-member-resource.md)."""
+        if count(get_path(obj, ("spec", "minAvailable")), 0) != 0:
+            return None
+        tasks = [t for t in as_list(get_path(obj, ("spec", "tasks"))) if isinstance(t, dict)]
+        terms = []
+        for i, task in enumerate(tasks):
+            name = task.get("name") if isinstance(task.get("name"), str) else str(i)
+            own = "minAvailable " if isinstance(task.get("minAvailable"), int) else ""
+            terms.append(f"tasks[{name}] {own}{_task_minimum(task)}")
+        total = sum(_task_minimum(t) for t in tasks)
+        return total, f"{' + '.join(terms) or 'no tasks'} = {total}"
