@@ -118,7 +118,11 @@ def write_policy(directory: Path, platform: dict | None = None, extra: list[dict
 
 
 BACKENDS = {
-    "native-job": {"gang": {"backend": "native", "nativeMode": "job-scheduling"}},
+    # a 1.37 cluster with the gates Job.spec.scheduling and its topology constraint need (the bundled policy
+    # leaves the version and backend to auto and declares no gates)
+    "native-job": {"kubernetesVersion": "1.37",
+                   "featureGates": ["GenericWorkload", "WorkloadWithJob", "TopologyAwareWorkloadScheduling"],
+                   "gang": {"backend": "native", "nativeMode": "job-scheduling"}},
     "native-podgroup": {"gang": {"backend": "native", "nativeMode": "pod-group"}},
     "coscheduling": {"gang": {"backend": "coscheduling"}},
     "volcano": {"gang": {"backend": "volcano", "queue": "training"}},

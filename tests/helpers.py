@@ -88,10 +88,11 @@ A3_ULTRA_POOL = {
                                                          "maxNodes": 1}]}}}
 
 
-def a3_ultra_policy_dir(directory):
-    """The bundled policies with ``A3_ULTRA_POOL``, and team-nlp's Quota allowing it as well."""
+def a3_ultra_policy_dir(directory, platform: dict | None = None):
+    """The bundled policies with ``A3_ULTRA_POOL``, and team-nlp's Quota allowing it as well (Platform.spec
+    fields overridden by ``platform``)."""
     from conftest import POLICIES, load_yaml, write_policy
 
     [quota] = [d for d in load_yaml(POLICIES / "quotas.yaml") if d["metadata"]["name"] == "team-nlp"]
     quota = {**quota, "spec": {**quota["spec"], "allowedPools": [*quota["spec"]["allowedPools"], "a3-ultra"]}}
-    return write_policy(directory, extra=[A3_ULTRA_POOL], replace=[quota])
+    return write_policy(directory, platform, extra=[A3_ULTRA_POOL], replace=[quota])
