@@ -14,8 +14,8 @@ $(STAMP): pyproject.toml
 
 # The main job on the bundled defaults: what each example Job becomes, and why each denied one is denied.
 demo: $(STAMP)
-	@echo "== trainadmit check examples/  (policies/ = the bundled defaults)"
-	@$(BIN)/trainadmit check examples/; rc=$$?; echo "(exit code $$rc: 0 all admitted, 1 some denied, 2 unreadable)"; test $$rc -le 1
+	@echo "== trainadmit check examples/*.yaml  (policies/ = the bundled defaults)"
+	@$(BIN)/trainadmit check examples/*.yaml; rc=$$?; echo "(exit code $$rc: 0 all admitted, 1 some denied, 2 unreadable)"; test $$rc -le 1
 	@echo
 	@echo "== what llama-pretrain.yaml becomes (trainadmit check -o yaml)"
 	@$(BIN)/trainadmit check examples/llama-pretrain.yaml -o yaml

@@ -108,9 +108,11 @@ def test_yaml_marks_each_object_no_policy_matches_right_before_it(corpus):
     assert all(reasons)
     assert out.splitlines()[0] == f"# {cpu}#1: Job team-nlp/tokenize: not matched ({reasons[0]})"
     docs = out.split("\n---\n")
-    assert len(docs) == 3 and docs[2].startswith("apiVersion: v1\nkind: ConfigMap")
-    assert docs[1].endswith(f"\n# {configmap}#1: ConfigMap default/c: not matched ({reasons[1]})")
-    assert [d["kind"] for d in yaml.safe_load_all(out)] == ["Job", "Job", "ConfigMap"]
+    # the llama Job is followed by the PodGroup its native gang gets from the reconciler (pod-group mode: the
+    # bundled policy declares no WorkloadWithJob)
+    assert len(docs) == 4 and docs[3].startswith("apiVersion: v1\nkind: ConfigMap")
+    assert docs[2].endswith(f"\n# {configmap}#1: ConfigMap default/c: not matched ({reasons[1]})")
+    assert [d["kind"] for d in yaml.safe_load_all(out)] == ["Job", "Job", "PodGroup", "ConfigMap"]
 
 
 def test_a_line_break_in_a_name_cannot_end_the_marker_comment():

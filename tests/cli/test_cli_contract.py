@@ -146,7 +146,11 @@ def test_a_given_cluster_view_is_not_called_missing():
     nodes = FIXTURES / "apiserver" / "nodes-list.json"
     r = run_cli("check", "--cluster", str(nodes), str(EXAMPLES / "llama-pretrain.yaml"))
     assert "without a cluster view" not in r.stdout
-    assert "? not verified (the cluster view holds no list of their kinds): PriorityClass training-high" in r.stdout
+    [line] = [line for line in r.stdout.splitlines() if line.startswith("  ? not verified")]
+    assert line.startswith("  ? not verified (the cluster view holds no list of their kinds): ")
+    # nodes alone hold no /apis and /version either: the gang backend is what auto assumed, and said so
+    assert "the gang backend native/pod-group (without the cluster's discovery" in line
+    assert ", PriorityClass training-high," in line
 
 
 def test_a_cluster_snapshot_that_is_not_text_is_one_line(tmp_path):
@@ -163,7 +167,9 @@ def test_explain_in_yaml_is_comments_and_in_json_is_data():
     out = run_cli("check", "--explain", "-o", "yaml", str(src)).stdout
     comments = [line for line in out.splitlines() if line.startswith("# ")]
     assert any("/spec/template/spec/priorityClassName  <- PriorityTier" in line for line in comments)
-    assert [d["metadata"]["name"] for d in yaml.safe_load_all(out) if d] == ["llama-pretrain"]
+    # the Job, then the PodGroup of its native gang (the reconciler's, in pod-group mode)
+    assert [(d["kind"], d["metadata"]["name"]) for d in yaml.safe_load_all(out) if d] == \
+        [("Job", "llama-pretrain"), ("PodGroup", "llama-pretrain-gang")]
     [record] = json.loads(run_cli("check", "--explain", "-o", "json", str(src)).stdout)
     assert any(i["path"] == "/spec/template/spec/priorityClassName" and i["at"].startswith("priorities.yaml:")
                for i in record["explain"]["injected"])

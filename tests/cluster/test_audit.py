@@ -48,7 +48,8 @@ def stored_lists(tmp_path_factory) -> str:
     partial-nodes example (4 workers of 6 GPUs on 8-GPU nodes): denied, topology.whole-node."""
     policy = load_policy(POLICIES)
     written = _only(EXAMPLES / "llama-pretrain.yaml", "Job")
-    admitted = decide(policy, Request(written)).mutated
+    # decided under the name it is stored with: the native gang's PodGroup is named after the workload
+    admitted = decide(policy, Request(_stored(written, "llama-admitted", "2026-01-10T08:00:00Z"))).mutated
     child = _stored(_only(FIXTURES / "real-world" / "kueue-sample-job.yaml", "Job"), "a3-w-0", "2026-01-10T07:00:00Z")
     child["metadata"]["ownerReferences"] = [{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
                                              "name": "a3", "uid": "u", "controller": True}]
@@ -67,19 +68,22 @@ def test_text_output_per_workload_and_namespace(stored_lists):
     assert result.returncode == 1, result.stderr  # one is denied
     out = result.stdout
     assert "Job team-nlp/llama-admitted: COMPLIANT" in out
-    assert "Job team-nlp/llama-unconfigured: WOULD CHANGE (23 fields: gang, hardware, nccl, placement, preflight, " \
+    assert "Job team-nlp/llama-unconfigured: WOULD CHANGE (25 fields: gang, hardware, nccl, placement, preflight, " \
            "priority, rdma, storage)" in out
     # the --explain style: each field, the value it would get, the policy setting behind it
     assert '+ spec.template.spec.priorityClassName = "training-high"  <- PriorityTier high: spec.className' in out
     assert "+ spec.template.spec.containers[0].env[0] = " in out and "<- Pool h100-ib: spec.nccl.env.NCCL_IB_HCA" in out
     assert "Job default/partial-nodes: DENIED (1 problem)" in out
     assert "✗ [topology.whole-node] spec.template.spec.containers[0].resources.limits[\"nvidia.com/gpu\"]" in out
-    assert "warning" not in out
+    # the bundled policy declares no TopologyAwareWorkloadScheduling (discovery cannot see a scheduler's gates):
+    # each rack-colocated Job is told its workers may span racks, and nothing else warns
+    assert {line.split("]")[0] for line in out.splitlines() if "! warning [" in line} == {
+        "  ! warning [topology.colocation-risk"}
     assert "a3-w-0" not in out  # a child
     assert ("namespace team-nlp: 2 workloads: 0 denied, 1 would change, 1 compliant; nvidia.com/gpu: 64 held by 2 "
             "of its budget 64 (Quota team-nlp)") in out  # the child holds nothing of its own
     assert ("namespace default: 1 workload: 1 denied, 0 would change, 0 compliant; nvidia.com/gpu: 24 held by 1; "
-            "rules: topology.whole-node (1)") in out
+            "rules: topology.colocation-risk (1), topology.whole-node (1)") in out
     assert out.rstrip().endswith("3 workloads: 1 denied, 1 would change, 1 compliant; 1 object not judged "
                                  "(children of a judged workload, not GPU workloads, exempt) (policy generation "
                                  f"{load_policy(POLICIES).generation})")
@@ -87,7 +91,7 @@ def test_text_output_per_workload_and_namespace(stored_lists):
 
 def test_explain_adds_the_policy_line(stored_lists):
     out = run_cli("audit", stored_lists, "-p", POLICIES, "--explain").stdout
-    line = next(x for x in out.splitlines() if "priorityClassName" in x)
+    line = next(x for x in out.splitlines() if x.lstrip().startswith("+ spec.template.spec.priorityClassName"))
     assert line.endswith("(priorities.yaml:8)")  # spec.className of PriorityTier high
 
 
@@ -136,10 +140,12 @@ def test_report_output_is_what_the_reconciler_writes(stored_lists, api, flag):
     assert set(reports) == {"default", "team-nlp"}
     for report in reports.values():
         assert report["apiVersion"] == api and problems(report) == []
-    assert reports["default"]["summary"] == {"pass": 0, "fail": 1, "warn": 0, "error": 0, "skip": 0}
-    assert reports["team-nlp"]["summary"] == {"pass": 2, "fail": 0, "warn": 0, "error": 0, "skip": 0}
+    # each of the three rack-colocated Jobs warns topology.colocation-risk (no TopologyAwareWorkloadScheduling
+    # declared), which a report counts as warn instead of pass
+    assert reports["default"]["summary"] == {"pass": 0, "fail": 1, "warn": 1, "error": 0, "skip": 0}
+    assert reports["team-nlp"]["summary"] == {"pass": 0, "fail": 0, "warn": 2, "error": 0, "skip": 0}
     assert {(r["resources"][0]["name"], r.get("rule"), r["result"]) for r in reports["team-nlp"]["results"]} == {
-        ("llama-admitted", None, "pass"), ("llama-unconfigured", None, "pass")}
+        ("llama-admitted", "topology.colocation-risk", "warn"), ("llama-unconfigured", "topology.colocation-risk", "warn")}
 
 
 def test_a_budget_is_judged_in_creation_order_and_check_counts_every_other(tmp_path):

@@ -13,7 +13,7 @@ from support.fake_apiserver import FakeAPIServer
 from support.kube_fixtures import cluster_nodes
 from support.manifests import load_yaml
 from support.paths import EXAMPLES
-from support.policies import write_policy
+from support.policies import BACKENDS, write_policy
 from test_reports import problems
 
 from trainadmit.cluster import report_writer
@@ -23,7 +23,8 @@ from trainadmit.cluster.report_writer import ReportWriter
 from trainadmit.engine import Request, decide, load_policy
 
 PARTIAL = next(d for d in load_yaml(EXAMPLES / "denied-partial-nodes.yaml") if d.get("kind") == "Job")
-SERVED = {"openreports.io/v1alpha1", "wgpolicyk8s.io/v1alpha2"}
+# the report APIs, and 1.37's Workload API (the cluster BACKENDS["native-job"] describes: its gang is served)
+SERVED = {"openreports.io/v1alpha1", "wgpolicyk8s.io/v1alpha2", "scheduling.k8s.io/v1beta1"}
 
 
 def _client(api: FakeAPIServer):
@@ -99,14 +100,14 @@ def _fill(cluster: Cluster, policy, namespaces: int, per_namespace: int) -> list
 
 def test_a_policy_change_writes_one_report_per_namespace(cluster, tmp_path):
     """200 workloads in 20 namespaces here (the real apiserver tier does 2,000)."""
-    policy = load_policy(write_policy(tmp_path / "a"))
+    policy = load_policy(write_policy(tmp_path / "a", BACKENDS["native-job"]))
     _fill(cluster, policy, namespaces=20, per_namespace=10)
     assert sorted(cluster.writer.step(policy))[:1] == ["team-0/trainadmit: created"]
     assert cluster.writes() == {"POST": 20}
     report = cluster.report("team-3")
     assert problems(report) == [] and report["summary"] == {"pass": 8, "fail": 2, "warn": 2, "error": 0, "skip": 0}
     assert cluster.writer.step(policy) == [] and cluster.writes() == {"POST": 20}  # nothing changed: nothing written
-    changed = load_policy(write_policy(tmp_path / "b", {"rules": {"custom.owner-label": "off"}}))
+    changed = load_policy(write_policy(tmp_path / "b", {**BACKENDS["native-job"], "rules": {"custom.owner-label": "off"}}))
     assert changed.generation != policy.generation
     assert len(cluster.writer.step(changed)) == 20
     assert cluster.writes() == {"POST": 20, "PUT": 20}  # one write per namespace for 200 re-judged workloads
@@ -117,7 +118,7 @@ def test_a_policy_change_writes_one_report_per_namespace(cluster, tmp_path):
 def test_a_pass_writes_at_most_max_namespaces_oldest_first(tmp_path):
     c = Cluster(max_namespaces=8)
     try:
-        policy = load_policy(write_policy(tmp_path / "a"))
+        policy = load_policy(write_policy(tmp_path / "a", BACKENDS["native-job"]))
         _fill(c, policy, namespaces=20, per_namespace=3)
         per_pass = [len(c.writer.step(policy)) for _ in range(4)]
         assert per_pass == [8, 8, 4, 0] and c.writes() == {"POST": 20}
@@ -126,7 +127,7 @@ def test_a_pass_writes_at_most_max_namespaces_oldest_first(tmp_path):
 
 
 def test_status_changes_rewrite_nothing_and_deleting_removes_results(cluster, tmp_path):
-    policy = load_policy(write_policy(tmp_path / "a"))
+    policy = load_policy(write_policy(tmp_path / "a", BACKENDS["native-job"]))
     jobs = _fill(cluster, policy, namespaces=2, per_namespace=5)
     cluster.writer.step(policy)
     before = cluster.writes()
@@ -147,7 +148,7 @@ def test_status_changes_rewrite_nothing_and_deleting_removes_results(cluster, tm
 def test_openreports_where_served_else_policyreport(tmp_path):
     c = Cluster(served={"wgpolicyk8s.io/v1alpha2"})
     try:
-        policy = load_policy(write_policy(tmp_path / "a"))
+        policy = load_policy(write_policy(tmp_path / "a", BACKENDS["native-job"]))
         _fill(c, policy, namespaces=2, per_namespace=2)
         c.writer.step(policy)
         polr = c.report("team-0", "wgpolicyk8s.io/v1alpha2", "policyreports")
@@ -164,7 +165,7 @@ def test_openreports_where_served_else_policyreport(tmp_path):
 
 
 def test_nothing_is_written_from_a_stale_view(cluster, tmp_path):
-    policy = load_policy(write_policy(tmp_path / "a"))
+    policy = load_policy(write_policy(tmp_path / "a", BACKENDS["native-job"]))
     _fill(cluster, policy, namespaces=1, per_namespace=2)
     cluster.view.max_age = 0.0
     cluster.view._fresh["nodes"] = -1e9  # confirmed long ago
@@ -172,7 +173,7 @@ def test_nothing_is_written_from_a_stale_view(cluster, tmp_path):
 
 
 def test_violation_counts_have_closed_labels(cluster, tmp_path, monkeypatch):
-    policy = load_policy(write_policy(tmp_path / "a"))
+    policy = load_policy(write_policy(tmp_path / "a", BACKENDS["native-job"]))
     monkeypatch.setattr(report_writer, "MAX_NAMESPACE_LABELS", 2)
     _fill(cluster, policy, namespaces=4, per_namespace=5)
     extra = _job(PARTIAL, "more", "team-0", 59)  # team-0 has the most violations

@@ -17,7 +17,7 @@ import pytest
 from support.crd_prune import crd_schema, pruned
 from support.manifests import load_yaml
 from support.paths import EXAMPLES, FIXTURES
-from support.policies import a3_ultra_policy_dir
+from support.policies import BACKENDS, a3_ultra_policy_dir
 
 from trainadmit.cluster.judge import Status, judge
 from trainadmit.cluster.reports import (
@@ -29,18 +29,12 @@ from trainadmit.cluster.reports import (
     results_of,
     same_content,
 )
+from trainadmit.engine import load_policy
 
 REPORTS = FIXTURES / "reports"
 CRDS = {OPENREPORTS: REPORTS / "crds" / "openreports.io_reports.yaml",
         WGPOLICY: REPORTS / "crds" / "wgpolicyk8s.io_policyreports.yaml"}
 BY_API_VERSION = {"openreports.io/v1alpha1": OPENREPORTS, "wgpolicyk8s.io/v1alpha2": WGPOLICY}
-
-
-@pytest.fixture(scope="module")
-def policy(tmp_path_factory):
-    from trainadmit.engine import load_policy
-
-    return load_policy(a3_ultra_policy_dir(tmp_path_factory.mktemp("a3-ultra")))
 
 
 @cache
@@ -78,6 +72,14 @@ def test_the_check_accepts_real_reports_and_refuses_broken_ones():
     wrong["results"][0]["owner"] = "someone"  # a field the CRD does not declare: pruned
     found = problems(wrong)
     assert any("'failed' is not one of" in p for p in found) and "pruned: results[0].owner" in found
+
+
+@pytest.fixture(scope="module")
+def policy(tmp_path_factory):
+    """The bundled policy with the A3 Ultra pool, on the cluster these reports were worked out for: 1.37 with the
+    Workload API gates declared (the bundled default declares none, and then every rack-colocated workload also
+    warns topology.colocation-risk)."""
+    return load_policy(a3_ultra_policy_dir(tmp_path_factory.mktemp("a3-ultra"), BACKENDS["native-job"]))
 
 
 def _stored(path, kind: str, name: str, namespace: str = "team-nlp", uid: str = "") -> dict:

@@ -1,12 +1,14 @@
-"""/validate sees the final object: a gang the apiserver dropped is denied with the reason."""
+"""/validate sees the final object: a native gang the apiserver dropped follows gang.unavailable (the cluster
+does not have it: admitted with the reason, or refused), gang keys another webhook removed are denied."""
 
 from __future__ import annotations
 
 from support.builders import job, rules_of
 from support.manifests import deep
 from support.patches import apply_patch
+from support.policies import BACKENDS, write_policy
 
-from trainadmit.engine import Request, decide
+from trainadmit.engine import Request, decide, load_policy
 
 
 def _mutated(policy, obj):
@@ -14,12 +16,41 @@ def _mutated(policy, obj):
     return apply_patch(obj, d.patch)
 
 
-def test_dropped_job_scheduling_is_denied_naming_the_feature_gate(policy):
+def test_dropped_job_scheduling_is_the_cluster_lacking_it_named_by_version(tmp_path):
+    """The policy targets 1.37 with WorkloadWithJob declared; the apiserver dropped Job.spec.scheduling (a gate
+    off, measured per DESIGN §5): admitted without the gang (warn, the default), the message naming the gates
+    a 1.37 cluster needs for the field; with the rule set to deny, refused."""
+    policy = load_policy(write_policy(tmp_path / "p", BACKENDS["native-job"]))
     final = _mutated(policy, job())
-    del final["spec"]["scheduling"]  # what a 1.36 apiserver (or gate off) does, measured per DESIGN §5
+    del final["spec"]["scheduling"]
     d = decide(policy, Request(final, phase="validate"))
-    v = next(v for v in d.denials if v.rule == "gang.membership-lost")
-    assert "WorkloadWithJob" in v.message and "native/job-scheduling" in v.message
+    [v] = [v for v in d.violations if v.rule == "gang.unavailable"]
+    assert d.allowed and v.action.value == "warn" and v.path == "/spec/scheduling"
+    assert "native/job-scheduling" in v.message and "WorkloadWithJob or GenericWorkload is off" in v.message
+    assert "gang.membership-lost" not in rules_of(d)
+    strict = load_policy(write_policy(tmp_path / "deny", {**BACKENDS["native-job"],
+                                                          "rules": {"gang.unavailable": "deny"}}))
+    final = _mutated(strict, job())
+    del final["spec"]["scheduling"]
+    assert [v.rule for v in decide(strict, Request(final, phase="validate")).denials] == ["gang.unavailable"]
+
+
+def test_a_dropped_gang_under_auto_without_a_view_says_what_was_assumed(policy):
+    """The bundled policy without a cluster view assumed 1.37 with its Workload API; a cluster without it drops
+    schedulingGroup: the warning says the decision had no view and how to give it one."""
+    final = _mutated(policy, job())
+    del final["spec"]["template"]["spec"]["schedulingGroup"]
+    d = decide(policy, Request(final, phase="validate"))
+    [v] = [v for v in d.violations if v.rule == "gang.unavailable"]
+    assert d.allowed and "without the cluster's discovery" in v.message and "--cluster-live" in v.hint
+
+
+def test_gang_keys_another_webhook_removed_are_denied(tmp_path):
+    policy = load_policy(write_policy(tmp_path / "c", BACKENDS["coscheduling"]))
+    final = _mutated(policy, job())
+    del final["spec"]["template"]["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"]
+    [v] = decide(policy, Request(final, phase="validate")).denials
+    assert v.rule == "gang.membership-lost" and "another mutating webhook removed it" in v.message
 
 
 def test_other_lost_fields_and_unmutated_objects(policy):

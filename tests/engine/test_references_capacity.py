@@ -47,7 +47,11 @@ def refs(namespace="team-nlp", *, classes=("training-high", "training-normal", "
                                                     "spec": {"accessModes": [m]}} for n, m in claims]),
         typed_list("NetworkAttachmentDefinition", "k8s.cni.cncf.io/v1",
                    [{"metadata": {"name": n, "namespace": "trainadmit-system"}} for n in networks]),
-        {"kind": "APIGroupList", "groups": [{"versions": [{"groupVersion": "scheduling.x-k8s.io/v1alpha1"}]}]},
+        # discovery of a 1.36 apiserver with the Workload API and scheduler-plugins' CRD (`kubectl get --raw /apis`,
+        # `kubectl get --raw /version`): the bundled policy's auto chooses the native gang
+        {"kind": "APIGroupList", "groups": [{"versions": [{"groupVersion": "scheduling.x-k8s.io/v1alpha1"}]},
+                                            {"versions": [{"groupVersion": "scheduling.k8s.io/v1alpha2"}]}]},
+        {"major": "1", "minor": "36", "gitVersion": "v1.36.2"},
     ]
 
 
@@ -95,15 +99,21 @@ def test_claim_access_modes_must_let_every_worker_mount_it(policy):
 def test_a_kind_the_cluster_does_not_serve_and_a_missing_queue(tmp_path):
     volcano = load_policy(write_policy(tmp_path / "v", {"gang": {"backend": "volcano", "queue": "training"}}))
     queues = typed_list("Queue", "scheduling.volcano.sh/v1beta1", [{"metadata": {"name": "default"}}])
-    d = decide(volcano, Request(job(**LLAMA)), SnapshotCluster([*healthy_racks(), *refs(), queues]))
+    served = {"kind": "APIGroupList", "groups": [{"versions": [{"groupVersion": "scheduling.volcano.sh/v1beta1"}]}]}
+    d = decide(volcano, Request(job(**LLAMA)), SnapshotCluster([*healthy_racks(), *refs(), queues, served]))
     [v] = [v for v in d.denials if v.rule == "references.queue-missing"]
     assert "Queue training (the workload's Volcano queue) does not exist" in v.message
     assert "create Volcano Queue training" in v.hint
+    # the policy's own backend, whose CRD this cluster does not serve: no gang (nothing would ever create its
+    # PodGroup), and gang.unavailable says what to install
     cosched = load_policy(write_policy(tmp_path / "c", {"gang": {"backend": "coscheduling"}}))
     without_crd = [*refs()[:3], {"kind": "APIGroupList", "groups": []}]
     d = decide(cosched, Request(job(**LLAMA)), SnapshotCluster([*healthy_racks(), *without_crd]))
-    [v] = [v for v in d.denials if v.rule == "references.api-not-served"]
-    assert "PodGroup scheduling.x-k8s.io/v1alpha1, which this cluster does not serve" in v.message
+    [v] = [v for v in d.violations if v.rule == "gang.unavailable"]
+    assert d.allowed and not d.companions and d.summary["gang"] == "none"
+    assert "the gang backend coscheduling needs scheduling.x-k8s.io/v1alpha1 (scheduler-plugins (coscheduling)), " \
+           "which this cluster does not serve" in v.message
+    assert v.hint.startswith("install scheduler-plugins (coscheduling), or set Platform.spec.gang.backend: auto")
 
 
 def test_without_a_view_check_lists_what_it_could_not_verify(tmp_path):
@@ -111,11 +121,13 @@ def test_without_a_view_check_lists_what_it_could_not_verify(tmp_path):
     src.write_text(json.dumps(job(**LLAMA)))
     r = run_cli("check", str(src), "-p", str(POLICIES))
     assert r.returncode == 0
-    assert ("? not verified without a cluster view: PriorityClass training-high, PersistentVolumeClaim "
-            "team-nlp/dataset-c4, PersistentVolumeClaim team-nlp/checkpoints-rwx, NetworkAttachmentDefinition "
-            "trainadmit-system/ib-ipoib") in r.stdout
+    assert ("? not verified without a cluster view: the gang backend native/pod-group (without the cluster's "
+            "discovery (/version, /apis) auto assumed Kubernetes 1.37 with its Workload API (scheduling.k8s.io/v1beta1) "
+            "served), PriorityClass training-high, PersistentVolumeClaim team-nlp/dataset-c4, PersistentVolumeClaim "
+            "team-nlp/checkpoints-rwx, NetworkAttachmentDefinition trainadmit-system/ib-ipoib, API "
+            "scheduling.k8s.io/v1beta1 (for the PodGroup the reconciler creates)") in r.stdout
     [record] = json.loads(run_cli("check", str(src), "-p", str(POLICIES), "-o", "json").stdout)
-    assert len(record["unverified"]) == 4
+    assert len(record["unverified"]) == 6
     snap = tmp_path / "snap.json"
     snap.write_text(json.dumps({"kind": "List", "items": [*healthy_racks(), *refs()]}))
     r = run_cli("check", str(src), "-p", str(POLICIES), "--cluster", str(snap))

@@ -223,13 +223,20 @@ def test_cluster_support_warning_names_the_missing_gates(tmp_path):
 
     from trainadmit.engine import load_policy
 
-    p = load_policy(write_policy(tmp_path, {"featureGates": [], "kubernetesVersion": "1.36"}))
+    p = load_policy(write_policy(tmp_path, {"featureGates": [], "kubernetesVersion": "1.37",
+                                            "gang": {"backend": "native", "nativeMode": "job-scheduling"}}))
     texts = [v.message for v in decide(p, Request(job())).warnings if v.rule == "gang.cluster-support"]
-    assert any("needs Kubernetes 1.37 or newer; the policy targets 1.36" in t for t in texts)
-    assert any("GenericWorkload, WorkloadWithJob" in t for t in texts)
+    assert any("needs feature gate(s) GenericWorkload, WorkloadWithJob" in t for t in texts), texts
+    old = load_policy(write_policy(tmp_path / "136", {"featureGates": ["GenericWorkload"], "kubernetesVersion": "1.36",
+                                                      "gang": {"backend": "native", "nativeMode": "pod-group"}}))
+    texts = [v.message for v in decide(old, Request(job())).warnings if v.rule == "gang.cluster-support"]
+    assert [t for t in texts if "GangScheduling" in t] and not [t for t in texts if "needs feature gate(s)" in t]
+    # auto: with WorkloadWithJob declared a 1.37 cluster gets Job.spec.scheduling, and nothing is missing
     full = load_policy(write_policy(tmp_path / "ok", {"featureGates": [
         "GenericWorkload", "WorkloadWithJob", "TopologyAwareWorkloadScheduling"]}))
-    assert not [v for v in decide(full, Request(job())).warnings if v.rule == "gang.cluster-support"]
+    d = decide(full, Request(job()))
+    assert d.summary["gang"] == "native/job-scheduling"
+    assert not [v for v in d.warnings if v.rule == "gang.cluster-support"]
 
 
 def test_a_gang_job_names_its_scheduler_once(tmp_path):

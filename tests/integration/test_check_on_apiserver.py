@@ -78,10 +78,15 @@ def test_kubeconfig_without_the_role_says_which_list_was_refused(control_plane, 
 
 
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
-def test_yaml_output_applies_only_the_admitted_objects(control_plane, cluster):
+def test_yaml_output_applies_only_the_admitted_objects(control_plane, cluster, tmp_path):
     # every example but single-node-eval, whose generateName `kubectl apply` refuses by design
     files = [str(p) for p in sorted(EXAMPLES.glob("*.yaml")) if p.name != "single-node-eval.yaml"]
-    out = run_cli("check", "-o", "yaml", *files).stdout
+    # decided for this apiserver's version and APIs (its discovery alone: auto picks the PodGroup version it serves)
+    discovery = []
+    for name in ("apis", "version"):
+        (tmp_path / f"{name}.json").write_text(json.dumps(control_plane.http.request("GET", f"/{name}")))
+        discovery += ["--cluster", str(tmp_path / f"{name}.json")]
+    out = run_cli("check", "-o", "yaml", *discovery, *files).stdout
     # --validate=false: kubectl v1.32 validates against its own schema, which lacks the 1.37 gang fields
     applied = subprocess.run(["kubectl", "--kubeconfig", str(control_plane.kubeconfig), "apply", "--dry-run=client",
                               "--validate=false", "-o", "name", "-f", "-"], input=out, capture_output=True, text=True,
@@ -89,5 +94,6 @@ def test_yaml_output_applies_only_the_admitted_objects(control_plane, cluster):
     assert applied.returncode == 0, applied.stderr
     names = sorted(applied.stdout.split())
     # the examples' headers: two admitted, one left alone (no GPU), four denied (never printed)
-    assert names == ["job.batch/bert-finetune", "job.batch/llama-pretrain", "job.batch/tokenize"]
+    assert names == ["job.batch/bert-finetune", "job.batch/llama-pretrain", "job.batch/tokenize",
+                     "podgroup.scheduling.k8s.io/bert-finetune-gang", "podgroup.scheduling.k8s.io/llama-pretrain-gang"]
     assert not any(n.endswith(("partial-nodes", "big-vision", "typos", "too-big-for-a-rack")) for n in names)

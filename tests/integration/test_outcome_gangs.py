@@ -173,11 +173,33 @@ def test_workers_without_a_gang_do_not_start_partially_in_a_rack_too_small(cp, h
         assert judge(s, v, WORKERS, colocated=False) == "all"
 
 
-def test_native_job_scheduling_on_136_is_refused_before_any_pod_exists(cp, hook):
-    """``nativeMode: job-scheduling`` writes Job.spec.scheduling, which exists from 1.37 only: the 1.36
-    apiserver drops it, and /validate refuses the Job that would run without its gang."""
+def test_native_job_scheduling_on_136_is_left_out_and_said_why_and_the_job_controllers_gang_binds_whole(cp, hook):
+    """``nativeMode: job-scheduling`` writes Job.spec.scheduling, which exists from 1.37 only: on 1.36 trainadmit
+    writes none (the apiserver would drop it) and admits the Job under gang.unavailable naming the setting; its
+    workers all bind here (7 free nodes for 4; WorkloadWithJob is on, so the Job controller may gang them itself)."""
     with scene(cp, hook, "job-scheduling", FITS, "jobsch") as s:
-        sub, _ = _submit_and_decide(cp, s)
-        assert not sub.admitted and "[gang.membership-lost]" in sub.error, sub.error
-        assert any("[gang.cluster-support]" in w and "needs Kubernetes 1.37" in w for w in sub.warnings), sub.warnings
-        assert s.http.list("v1", "Pod", s.namespace)["items"] == []
+        sub, v = _submit_and_decide(cp, s)
+        assert sub.admitted, sub.error
+        assert any("[gang.unavailable]" in w and "nativeMode job-scheduling writes Job.spec.scheduling" in w
+                   for w in sub.warnings), sub.warnings
+        job = s.http.get("batch/v1", "Job", "train", s.namespace)
+        assert "schedulingGroup" not in job["spec"]["template"]["spec"]
+        assert json.loads(job["metadata"]["annotations"]["trainadmit.io/applied"])["gang"] == "none"
+        assert judge(s, v, WORKERS, colocated=False) == "all"
+
+
+def test_the_bundled_default_unchanged_gangs_and_binds_whole_on_the_gated_cluster(cp, hook):
+    """policies/ as shipped (kubernetesVersion, gang.backend and nativeMode auto, no gates declared) on this 1.36
+    control plane with the Workload API: the native gang in pod-group mode (the reconciler's PodGroup), told that
+    GangScheduling and the rack constraint are not declared; all workers bound."""
+    with scene(cp, hook, "bundled", FITS, "bundled") as s:
+        sub, v = _submit_and_decide(cp, s)
+        assert sub.admitted, sub.error
+        job = s.http.get("batch/v1", "Job", "train", s.namespace)
+        assert job["spec"]["template"]["spec"]["schedulingGroup"] == {"podGroupName": "train-gang"}
+        assert json.loads(job["metadata"]["annotations"]["trainadmit.io/applied"])["gang"] == "native/pod-group"
+        assert not [w for w in sub.warnings if "[gang.unavailable]" in w], sub.warnings
+        assert any("[gang.cluster-support]" in w for w in sub.warnings), sub.warnings
+        assert judge(s, v, WORKERS, colocated=False) == "all"
+        group = s.http.get("scheduling.k8s.io/v1alpha2", "PodGroup", "train-gang", s.namespace)
+        assert group["spec"]["schedulingPolicy"]["gang"]["minCount"] == WORKERS

@@ -51,7 +51,11 @@ def _results(report: dict | None) -> set[tuple[str, str, str]]:
 
 
 def _policy(directory, **platform):
-    return load_policy(write_policy(directory, {**PHASES["default"], **platform}, EXTRA_POLICY, REPLACED_POLICY))
+    """The bundled policy with the scheduler's gates declared (discovery cannot see them; undeclared, every gang
+    Job here would also warn gang.cluster-support and topology.colocation-risk)."""
+    gates = {"featureGates": ["GenericWorkload", "GangScheduling", "TopologyAwareWorkloadScheduling"]}
+    return load_policy(write_policy(directory, {**PHASES["default"], **gates, **platform}, EXTRA_POLICY,
+                                    REPLACED_POLICY))
 
 
 def test_reports_are_written_rewritten_and_removed(webhook, cluster, tmp_path):

@@ -11,7 +11,7 @@ from support.builders import job
 from support.cli import run_cli
 from support.manifests import deep, load_yaml, review
 from support.paths import EXAMPLES, POLICIES, ROOT
-from support.policies import write_policy
+from support.policies import BACKENDS, write_policy
 
 from trainadmit.authoring.lint import lint
 from trainadmit.engine import Request, decide, load_policy
@@ -43,8 +43,9 @@ def test_bundled_policies_lint_clean():
      "also listed by Quota a"),
     ([quota("a", ["ml-*"], maxGPUsPerJob=8), quota("b", ["*-research"], maxGPUsPerJob=16)], None,
      "overlaps 'ml-*' of Quota a"),
-    ([], {"enforce": ["queue"]}, "queue is enforced, but no setting of this policy ever sets it"),
-    ([], {"enforce": ["schedulerName"]}, "schedulerName is enforced"),
+    ([], {"enforce": ["queue"], "gang": {"backend": "native"}},
+     "queue is enforced, but no setting of this policy ever sets it"),
+    ([], {"enforce": ["schedulerName"], "gang": {"backend": "native"}}, "schedulerName is enforced"),
     ([{"apiVersion": "trainadmit.io/v1alpha1", "kind": "Dataset", "metadata": {"name": "dup"},
        "spec": {"claimName": "x", "mountPath": "/datasets/c4"}}], None, "/datasets/c4 is also used by Dataset c4"),
 ])
@@ -58,6 +59,7 @@ def test_semantic_findings(tmp_path, docs, platform, expected):
     ([quota("a", ["ml-*"], maxGPUsPerJob=8), quota("b", ["cv-*"], maxGPUsPerJob=16)], None),  # disjoint
     ([], {"enforce": ["queue"], "gang": {"backend": "kueue"}}),
     ([], {"enforce": ["schedulerName"], "gang": {"backend": "volcano"}}),
+    ([], {"enforce": ["queue", "schedulerName"]}),  # backend auto: the cluster's may well set them
 ])
 def test_no_finding_when_sound(tmp_path, docs, platform):
     assert lint(with_extra(tmp_path, docs, platform)) == ([], False)
@@ -254,7 +256,7 @@ def test_docs_reference_is_generated_from_the_models():
 
 def test_expected_mutated_object(tmp_path):
     """A case can pin the whole mutated object; a difference names the fields."""
-    d = write_policy(tmp_path / "p")
+    d = write_policy(tmp_path / "p", BACKENDS["native-job"])  # the gang in the Job itself: spec.scheduling
     mutated = cli("check", str(EXAMPLES / "llama-pretrain.yaml"), "-o", "yaml", "-p", str(d)).stdout
     (d / "tests").mkdir()
     shutil.copy(EXAMPLES / "llama-pretrain.yaml", d / "tests" / "llama.yaml")  # fixture data next to the suite

@@ -73,7 +73,7 @@ def test_the_platform_count_and_a_schema_error_come_in_the_same_run(tmp_path):
 
 def test_a_broken_platform_does_not_hide_cross_references_or_duplicate_platforms(tmp_path):
     d = _copy(tmp_path)
-    _edit(d / "platform.yaml", "backend: native", "backend: nativ")
+    _edit(d / "platform.yaml", "backend: auto", "backend: nativ")
     _edit(d / "quotas.yaml", "allowedPriorities: [normal, low]", "allowedPriorities: [normal, lo]")
     shutil.copy(d / "platform.yaml", d / "second-platform.yaml")
     findings = lint(d)[0]

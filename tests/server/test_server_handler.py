@@ -49,7 +49,7 @@ def test_a_captured_create_is_patched_with_the_gang_and_logged_once(memo):
     assert response["uid"] == "7ac09409-3bd2-4597-99ca-1e964a7f49f3" and response["patchType"] == "JSONPatch"
     job = apply_patch(review("job-03-mutate-Job-CREATE.json")["request"]["object"],
                       json.loads(base64.b64decode(response["patch"])))
-    assert job["spec"]["scheduling"]["schedulingPolicy"]["gang"]["minCount"] == 4
+    assert job["spec"]["template"]["spec"]["schedulingGroup"] == {"podGroupName": "llama-pretrain-gang"}
     assert job["spec"]["template"]["spec"]["priorityClassName"] == "training-high"
     [decision] = result.records
     assert decision["event"] == "decision" and decision["uid"] == response["uid"]

@@ -354,9 +354,11 @@ OUTCOME_PHASES: dict[str, dict] = {
     # higher tiers preempt whole gangs of lower ones
     "preemption": {"kubernetesVersion": "1.36", "featureGates": [*OUTCOME_GATES, TOPOLOGY_GATE, "WorkloadAwarePreemption"],
                    "gang": {**BACKENDS["native-podgroup"]["gang"], "disruptionMode": "all"}},
-    # the Job controller's own gang (WorkloadWithJob), as the bundled 1.37 policy's nativeMode asks
-    "job-scheduling": {"kubernetesVersion": "1.36", "featureGates": [*OUTCOME_GATES, TOPOLOGY_GATE],
-                       **BACKENDS["native-job"]},
+    # the Job controller's own gang (Job.spec.scheduling, 1.37 only) asked for explicitly on this 1.36 cluster
+    "job-scheduling": {**BACKENDS["native-job"], "kubernetesVersion": "1.36",
+                       "featureGates": [*OUTCOME_GATES, TOPOLOGY_GATE]},
+    # policies/ as shipped: everything auto, no gates declared
+    "bundled": {},
 }
 
 

@@ -32,7 +32,11 @@ def write_policy(directory: Path, platform: dict | None = None, extra: list[dict
 
 
 BACKENDS = {
-    "native-job": {"gang": {"backend": "native", "nativeMode": "job-scheduling"}},
+    # a 1.37 cluster with the gates Job.spec.scheduling and its topology constraint need (the bundled policy
+    # leaves the version and backend to auto and declares no gates)
+    "native-job": {"kubernetesVersion": "1.37",
+                   "featureGates": ["GenericWorkload", "WorkloadWithJob", "TopologyAwareWorkloadScheduling"],
+                   "gang": {"backend": "native", "nativeMode": "job-scheduling"}},
     "native-podgroup": {"gang": {"backend": "native", "nativeMode": "pod-group"}},
     "coscheduling": {"gang": {"backend": "coscheduling"}},
     "volcano": {"gang": {"backend": "volcano", "queue": "training"}},
@@ -51,8 +55,9 @@ A3_ULTRA_POOL = {
                                                          "maxNodes": 1}]}}}
 
 
-def a3_ultra_policy_dir(directory):
-    """The bundled policies with ``A3_ULTRA_POOL``, and team-nlp's Quota allowing it as well."""
+def a3_ultra_policy_dir(directory, platform: dict | None = None):
+    """The bundled policies with ``A3_ULTRA_POOL``, and team-nlp's Quota allowing it as well (Platform.spec
+    fields overridden by ``platform``)."""
     [quota] = [d for d in load_yaml(POLICIES / "quotas.yaml") if d["metadata"]["name"] == "team-nlp"]
     quota = {**quota, "spec": {**quota["spec"], "allowedPools": [*quota["spec"]["allowedPools"], "a3-ultra"]}}
-    return write_policy(directory, extra=[A3_ULTRA_POOL], replace=[quota])
+    return write_policy(directory, platform, extra=[A3_ULTRA_POOL], replace=[quota])

@@ -183,9 +183,12 @@ def test_every_rule_runs_on_the_counted_gpus(policy):
     assert "requests 512 GPUs (64 × 8)" in messages(d)
     small = decided(policy, dra_job("eight-gpus", workers=4), SnapshotCluster([eight_gpus()]))
     assert small.allowed, messages(small)
-    assert small.summary["gang"] == "native/job-scheduling" and small.summary["pods"] == 4
+    # the bundled auto, without the cluster's discovery: 1.37's native gang, a PodGroup from the reconciler
+    assert small.summary["gang"] == "native/pod-group" and small.summary["pods"] == 4
     placed = apply_patch(small_job := dra_job("eight-gpus", workers=4), small.patch)
-    assert placed["spec"]["scheduling"]["schedulingPolicy"]["gang"]["minCount"] == 4
+    assert placed["spec"]["template"]["spec"]["schedulingGroup"] == {"podGroupName": "dra-train-gang"}
+    [podgroup] = small.companions
+    assert podgroup["spec"]["schedulingPolicy"]["gang"]["minCount"] == 4
     assert placed["spec"]["template"]["spec"]["nodeSelector"]["trainadmit.io/pool"] == "h100-ib"
     assert small_job["spec"]["template"]["spec"]["resourceClaims"] == placed["spec"]["template"]["spec"][
         "resourceClaims"]  # the user's claim, untouched

@@ -72,11 +72,13 @@ def semantic_findings(report: LoadReport) -> list[PolicyProblem]:
             at("Quota", nb, ("spec", "namespaces"), f"pattern {globs[0][1]!r} overlaps {globs[0][0]!r} of Quota {na}, "
                "which has other settings; a namespace matching both gets only one",
                "make the patterns disjoint, or give both quotas the same settings")
-    # enforced fields that nothing in the policy can set
+    # enforced fields that nothing in the policy can set (a backend left to auto may be any of them)
     enforce = set(spec.enforce)
+    auto = spec.gang.backend is GangBackend.auto
     unsatisfiable = {
-        Enforceable.queue: spec.gang.backend not in (GangBackend.kueue, GangBackend.volcano, GangBackend.kai),
-        Enforceable.schedulerName: policy.scheduler_name is None,
+        Enforceable.queue: not auto and spec.gang.backend not in (GangBackend.kueue, GangBackend.volcano,
+                                                                  GangBackend.kai),
+        Enforceable.schedulerName: not auto and policy.scheduler_name is None,
         Enforceable.priorityClassName: not policy.tiers,
         Enforceable.ncclEnv: not any(p.nccl.env for p in policy.pools.values()),
         Enforceable.rdmaNetworks: not any(p.rdma and p.rdma.networks for p in policy.pools.values()),

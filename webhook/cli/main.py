@@ -149,8 +149,16 @@ def _add_policy(sub) -> None:
     hooks.add_argument("dir", nargs="?", default=DEFAULT_POLICY_DIR, metavar="DIR", type=path_arg,
                       help=dir_help)
     hooks.add_argument("--name", default="trainadmit", help="webhook configuration name")
-    hooks.add_argument("--namespace", default="trainadmit-system", help="the webhook Service's namespace")
+    hooks.add_argument("--namespace", default="trainadmit-system",
+                       help="the webhook Service's namespace (with --url: the server's, for its Leases)")
     hooks.add_argument("--service", default="trainadmit", help="the webhook Service's name")
+    hooks.add_argument("--url", metavar="URL",
+                       help="call a server outside the cluster at URL (https://HOST:PORT: `trainadmit serve` on your "
+                       "machine) instead of the Service; the output then also holds the namespace and PriorityClasses "
+                       "such a server needs")
+    hooks.add_argument("--ca", metavar="FILE", type=path_arg,
+                       help="put this CA bundle (PEM CA certificates: the ca.crt of `trainadmit certs issue`) into "
+                       "caBundle")
     hooks.set_defaults(func=_lazy("policy", "cmd_policy_webhooks"))
     pcs = psub.add_parser("priorityclasses", help="print the PriorityClasses of the policy's priority tiers")
     pcs.add_argument("dir", nargs="?", default=DEFAULT_POLICY_DIR, metavar="DIR", type=path_arg,

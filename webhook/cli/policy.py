@@ -116,13 +116,41 @@ def cmd_policy_configmap(args: argparse.Namespace) -> int:
 
 
 def cmd_policy_webhooks(args: argparse.Namespace) -> int:
-    from ..authoring.webhooks import webhook_configurations
+    from ..authoring.webhooks import WebhookURLError, check_url, webhook_configurations
 
+    try:
+        if args.url is not None:
+            check_url(args.url)
+        bundle = _ca_bundle(args.ca) if args.ca is not None else None
+    except (WebhookURLError, ValueError) as exc:
+        print(f"trainadmit policy webhooks: {exc}", file=sys.stderr)
+        return EXIT_ERROR
     policy = None if _not_a_policy_dir(args.dir) else load_policy_or_report(args.dir)
     if policy is None:
         return EXIT_ERROR
-    print(webhook_configurations(policy, args.name, args.namespace, args.service, source=args.dir), end="")
+    print(webhook_configurations(policy, args.name, args.namespace, args.service, source=args.dir, url=args.url,
+                                 ca_bundle=bundle), end="")
     return EXIT_OK
+
+
+def _ca_bundle(path: str) -> str:
+    """``--ca``: base64 of a file of PEM CA certificates, checked as `certs inject-ca` checks it (a serving
+    certificate or anything else in the caBundle of a failurePolicy Fail webhook breaks every GPU submission)."""
+    import base64
+
+    from ..certs import pki
+
+    file = Path(path)
+    if file.is_dir():
+        raise ValueError(f"--ca {path}: a directory; give the CA bundle file (ca.crt)")
+    if not file.is_file():
+        raise ValueError(f"--ca {path}: no such file; issue one with `trainadmit certs issue`")
+    bundle = file.read_bytes()
+    try:
+        pki.ca_bundle(bundle, f"--ca {path}")
+    except pki.CertError as exc:
+        raise ValueError(str(exc)) from None
+    return base64.b64encode(bundle).decode()
 
 
 def cmd_policy_priorityclasses(args: argparse.Namespace) -> int:

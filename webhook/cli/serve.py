@@ -80,6 +80,7 @@ def _serve(settings: ServerSettings) -> int:
         listener = bind_listener(settings.listen.host, settings.listen.port, settings.listen.address)
     except StartupError as exc:
         return _refuse(str(exc))
+    _report_cluster(settings, policy)
     from ..server.controller_status import ControllerStatus
     from ..server.gunicorn_app import serve
 
@@ -94,6 +95,23 @@ def _serve(settings: ServerSettings) -> int:
                          settings.app.cluster_max_age, status)
         start_preflight_status(controllers.namespace, policy.keys.preflight, policy.keys.applied, status)
     return serve(settings, listener, status)
+
+
+def _report_cluster(settings: ServerSettings, policy) -> None:
+    """The cluster decisions are for, and each policy setting it cannot honour: one line each, before listening."""
+    from ..server import cluster_report
+    from ..server.logs import emit
+
+    app = settings.app
+    discovered = None
+    if app.cluster_live:
+        discovered = cluster_report.discover(lambda message: emit("cluster_discovery_failed", message=message))
+    elif app.cluster_files:
+        from ..cluster.snapshot import SnapshotCluster
+
+        discovered = SnapshotCluster.from_files(list(app.cluster_files)).discovered()
+    cluster_report.startup(policy, discovered, settings.controllers.reconcile,
+                           viewed=app.cluster_live or bool(app.cluster_files))
 
 
 def _elected(namespace: str, lease_name: str, name: str, make, status, interval: float):

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..engine.clusterview import Capacity, Presence, RefKind, Unusable
+from ..engine.clusterview import Capacity, Discovered, Presence, RefKind, Unusable
 from ..grammars.quantity import QuantityError, parse_quantity
 from .workloads import NamespaceUsage, WorkloadIndex
 
@@ -234,7 +234,7 @@ class ClusterIndex:
         self._quotas: dict[str, dict[str, dict]] = {}  # namespace -> name -> ResourceQuota
         self._refs: dict[str, dict[tuple[str, str], dict]] = {}  # kind -> (namespace, name) -> slim object
         self._ref_state: dict[str, Presence] = {}  # kind -> missing (listed) | not_served; absent: unknown
-        self._served: frozenset[str] | None = None  # group/versions the cluster serves; None: unknown
+        self._discovered: Discovered | None = None  # the apiserver's version and served group/versions
         self.workloads = WorkloadIndex()  # the handled kinds' workloads, for the namespace GPU budget
 
     def knows_nodes(self) -> bool:
@@ -356,8 +356,11 @@ class ClusterIndex:
         return (Presence.present, obj) if obj is not None else (Presence.missing, None)
 
     def serves(self, api_version: str) -> bool | None:
-        served = self._served
-        return None if served is None else api_version in served
+        discovered = self._discovered
+        return None if discovered is None else discovered.serves(api_version)
+
+    def discovered(self) -> Discovered | None:
+        return self._discovered
 
     def stale(self) -> str | None:
         return None
@@ -428,5 +431,9 @@ class ClusterIndex:
         self._refs.pop(kind.kind, None)
         self._ref_state[kind.kind] = Presence.not_served
 
-    def set_served(self, api_versions: set[str]) -> None:
-        self._served = frozenset(api_versions)
+    def set_served(self, api_versions: set[str], version: tuple[int, int] | None = None, git_version: str = "") -> None:
+        """What discovery found; the same object is kept while nothing changed, so that a decision that
+        remembered it compares by identity."""
+        found = Discovered(version, git_version, frozenset(api_versions))
+        if found != self._discovered:
+            self._discovered = found

@@ -5,7 +5,7 @@ The answers come from ``cluster.ClusterIndex`` (the same code as the snapshot vi
 only keeps the index current, and says how old it is. Lists are paginated; a watch that expires
 (410, as an HTTP status or as an ERROR event) relists; bookmarks keep the resourceVersion fresh.
 Objects are kept as plain JSON dicts, as the apiserver sends them, and the view answers "unknown"
-until the first list of every required kind and the first discovery are in.
+until the first list of every required kind and the first discovery (``/version`` and ``/apis``) are in.
 
 Kinds a CRD adds (Multus networks, Volcano queues, Kueue local queues, the operators' workloads) are
 optional: a 404 on their list means the cluster does not serve them, which the engine reports as such
@@ -132,7 +132,6 @@ class LiveCluster(ClusterIndex):
         self.clock = clock
         self.synced = threading.Event()
         self._listed: set[str] = set()
-        self._discovered = False
         self._fresh: dict[str, float] = {}
         self.relists = 0
         self.bookmarks = 0
@@ -215,7 +214,7 @@ class LiveCluster(ClusterIndex):
         self._check_synced()
 
     def _check_synced(self) -> None:
-        if self._discovered and self._listed >= {w.name for w in WATCHED if w.required}:
+        if self._discovered is not None and self._listed >= {w.name for w in WATCHED if w.required}:
             self.synced.set()
 
     def list_all(self, kind: str) -> str:
@@ -268,15 +267,12 @@ class LiveCluster(ClusterIndex):
         return rv
 
     def discover(self) -> None:
-        """The group/versions the cluster serves (for the PodGroup kinds the reconciler writes)."""
-        from kubernetes import client
+        """The apiserver's version and the group/versions it serves (``discovery``): what ``auto`` chooses from,
+        and the PodGroup kinds the reconciler writes."""
+        from .discovery import read
 
-        resp = _call(client.ApisApi(self.core.api_client).get_api_versions, _preload_content=False,
-                     _request_timeout=(10, 30))
-        data = json.loads(resp.data)
-        self.set_served({v.get("groupVersion") for g in data.get("groups") or [] for v in g.get("versions") or []}
-                        | {"v1"})
-        self._discovered = True
+        served, version, git_version = read(self.core.api_client, _call)
+        self.set_served(served, version, git_version)
         self._check_synced()
 
     # ---- loops ----------------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 `kubectl get nodes -o json`, `kubectl get resourcequotas,priorityclasses,pvc -A -o json` (and the
 same for network-attachment-definitions, Volcano queues, Kueue localqueues) give lists of the
 kinds the engine asks about; `kubectl get --raw /apis` gives the served API groups (an
-``APIGroupList``); a recorded watch stream (``.jsonl``) works too. The answers come from the same
+``APIGroupList``) and `kubectl get --raw /version` the apiserver's version (what ``auto`` chooses from);
+a recorded watch stream (``.jsonl``) works too. The answers come from the same
 ``ClusterIndex`` the live view uses, so CI and the server size pools, count usable nodes and look up
 referenced objects the same way.
 
@@ -22,6 +23,7 @@ from pathlib import Path
 import yaml
 
 from ..engine.clusterview import REFERENCE_KINDS, RefKind
+from .discovery import api_versions, is_version_document, parse_version
 from .index import ClusterIndex
 from .workloads import workload_kind
 
@@ -51,6 +53,7 @@ class SnapshotCluster(ClusterIndex):
         self._has_nodes = False
         self._served_groups: set[str] = set()
         self._has_api_groups = False
+        self._version: tuple[tuple[int, int] | None, str] = (None, "")
         for obj in objects:
             self.add(obj)
         self.finish()
@@ -61,7 +64,7 @@ class SnapshotCluster(ClusterIndex):
 
     def finish(self) -> None:
         if self._has_api_groups:
-            self.set_served(self._served_groups | {"v1"})
+            self.set_served(self._served_groups | {"v1"}, *self._version)
 
     def knows_nodes(self) -> bool:
         return self._has_nodes  # a snapshot of quotas alone says nothing about pools
@@ -69,11 +72,13 @@ class SnapshotCluster(ClusterIndex):
     def _add(self, obj: object, served: set[str]) -> None:
         if not isinstance(obj, dict):
             raise SnapshotError("a cluster snapshot holds Kubernetes objects (mappings)")
+        if is_version_document(obj):
+            self._version = parse_version(obj)
+            return
         kind, api_version = str(obj.get("kind", "")), str(obj.get("apiVersion", ""))
         if kind == "APIGroupList":
             self._has_api_groups = True
-            for group in obj.get("groups") or []:
-                served.update(v.get("groupVersion") for v in (group or {}).get("versions") or [] if v)
+            served.update(api_versions(obj))
         elif kind.endswith("List") and isinstance(obj.get("items"), list):
             item_kind = kind[: -len("List")]
             ref = _ref_kind(api_version, item_kind) if item_kind else None

@@ -39,3 +39,9 @@ OBJECT_LABELS = ((KUEUE_QUEUE, "kueue"), (KAI_QUEUE, "kai"))
 SCHEDULER_GANGS = ((KAI_SCHEDULER, "kai"),)
 # on a pod template: annotation -> mechanism
 TEMPLATE_ANNOTATIONS = ((VOLCANO_GROUP_ANNOTATION, "volcano"), (JOBSET_EXCLUSIVE, "jobset-exclusive"))
+
+
+def native_podgroup_name(workload: str) -> str:
+    """The native PodGroup trainadmit's reconciler creates for a workload, named in its templates' schedulingGroup:
+    a schedulingGroup that names another PodGroup is the user's own gang."""
+    return f"{workload}-gang"

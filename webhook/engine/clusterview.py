@@ -15,7 +15,9 @@ Four families of questions:
   a TrainJob's runtime) exists, with what the engine reads of it, and whether an API group/version (a
   PodGroup kind the reconciler writes) is served;
 - workloads: what a namespace's unfinished training workloads hold of a GPU resource (its budget);
-- freshness: whether the view itself is too old to be trusted.
+- freshness: whether the view itself is too old to be trusted;
+- the cluster itself: the apiserver's version and the group/versions it serves (``Discovered``), from which
+  ``engine.target`` chooses what the policy leaves to ``auto``.
 
 The kinds a decision may reference are declared here (``REFERENCE_KINDS``), once: the live view
 lists and watches them, the snapshot reads them, and deploy/'s RBAC grants exactly that.
@@ -91,6 +93,31 @@ COMPANION_KINDS: tuple[RefKind, ...] = (RESOURCE_CLAIM_TEMPLATE, RESOURCE_CLAIM,
 def ref_kind(group: str, kind: str) -> RefKind | None:
     """The referenced kind of this API group and name, if a decision may reference it."""
     return next((k for k in REFERENCE_KINDS if k.group == group and k.kind == kind), None)
+
+
+@dataclass(frozen=True)
+class Discovered:
+    """What the apiserver says about itself (``/version``, ``/apis``): its minor version, when known, and every
+    group/version it serves. Discovery is all a view can see of a cluster's features: a scheduler's feature
+    gates (``GangScheduling``, ``TopologyAwareWorkloadScheduling``) and the controller-manager's
+    (``WorkloadWithJob``) never show in it."""
+
+    version: tuple[int, int] | None  # (1, 36); None: the view did not read /version (a snapshot without it)
+    git_version: str  # "v1.36.2", as the apiserver reports it ("" when unknown)
+    api_versions: frozenset[str]  # "scheduling.k8s.io/v1alpha2", …, and "v1"
+
+    def serves(self, api_version: str) -> bool:
+        return api_version in self.api_versions
+
+    def serves_group(self, group: str) -> bool:
+        prefix = f"{group}/"
+        return any(v.startswith(prefix) for v in self.api_versions)
+
+    @property
+    def version_text(self) -> str:
+        if self.version is None:
+            return "an unknown version"
+        return f"{self.version[0]}.{self.version[1]}" + (f" ({self.git_version})" if self.git_version else "")
 
 
 @dataclass(frozen=True)
@@ -172,6 +199,9 @@ class ClusterView(Protocol):
     def serves(self, api_version: str) -> bool | None:
         """Whether the cluster serves ``group/version`` (None: unknown)."""
 
+    def discovered(self) -> Discovered | None:
+        """The apiserver's version and served group/versions (None: the view has no discovery)."""
+
     def stale(self) -> str | None:
         """Why the view cannot be trusted right now (too old), or None."""
 
@@ -212,9 +242,26 @@ class NoCluster:
     def serves(self, api_version: str) -> bool | None:
         return None
 
+    def discovered(self) -> Discovered | None:
+        return None
+
     def stale(self) -> str | None:
         return None
 
     def namespace_gpus(self, namespace: str, resource: str, exclude: tuple[str, str] | None = None
                        ) -> NamespaceUsage | None:
         return None
+
+
+class DiscoveryOnly(NoCluster):
+    """A view that answers only what the cluster is (``discovered``, from ``view``): what a decision keeps of a
+    live view that fell behind. Counts and objects go stale within seconds; a cluster's version and APIs do not,
+    and without them ``auto`` would assume another cluster than the one the server runs on."""
+
+    constant = False
+
+    def __init__(self, view: ClusterView):
+        self._view = view
+
+    def discovered(self) -> Discovered | None:
+        return self._view.discovered()

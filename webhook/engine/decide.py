@@ -252,7 +252,7 @@ def decide_declared(policy: PolicySet, request: Request, cluster: ClusterView | 
     if ctx.resolved.no_pool and policy.platform.noPool == "ignore":
         return Decision(matched=False, generation=policy.generation,
                         reason=f"no pool fits this GPU workload ({ctx.resolved.no_pool}); Platform.spec.noPool: ignore")
-    ctx.plan = make_plan(workload, ctx.resolved, policy, ctx.claim_classes)
+    ctx.plan = make_plan(workload, ctx.resolved, policy, ctx.cluster, ctx.claim_classes)
     # the kind's writable templates need their parents first (a TrainJob's runtime patch)
     for op, path, value in adapter.skeleton(obj, workload.inherited) if capable(adapter, Skeleton) else ():
         if op == "append":
@@ -285,7 +285,7 @@ def _template_kind(ctx: Context, demand: Demand | None) -> Decision:
     workload, policy = ctx.workload, ctx.policy
     ctx.resolved = resolve(workload, policy, gpu_resources_of(workload, policy), ctx.report, demand,
                            ctx.claim_classes)
-    ctx.plan = make_plan(workload, ctx.resolved, policy, ctx.claim_classes)
+    ctx.plan = make_plan(workload, ctx.resolved, policy, ctx.cluster, ctx.claim_classes)
     for concern in TEMPLATE_VALIDATIONS:
         concern.validate(ctx, workload)  # type: ignore[misc]
     return Decision(matched=True, generation=policy.generation, summary=_summary(ctx), whole_object_rules=True,
@@ -311,7 +311,7 @@ def _non_create(ctx: Context) -> Decision:
     # counts as holding nothing, so the whole new size is checked as a growth
     before = None if shape_problems(old) else (old, resolve(old, policy, gpu_resources_of(old, policy), ignore,
                                                             gpu_demand(old, policy, cluster, ctx.namespace)))
-    ctx.plan = make_plan(workload, ctx.resolved, policy, ctx.claim_classes, before, update=True)
+    ctx.plan = make_plan(workload, ctx.resolved, policy, ctx.cluster, ctx.claim_classes, before, update=True)
     resize = ctx.plan.resize
     if resize is not None:
         for concern in RESIZE_VALIDATIONS:

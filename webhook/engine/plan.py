@@ -7,15 +7,19 @@ fields hold its counts: each is decided here by one function, from the object as
 intent and the policy. Every concern then reads the plan and writes only its own fields, so no concern's
 answer depends on which one ran before it (``tests/engine/test_concern_order.py`` runs them in many orders).
 
-To decide something new that several concerns need (the GPUs a DRA claim asks for, the backend chosen from
-what the cluster serves), add a field and the one function that fills it.
+The cluster it is for comes first (``plan_target``: the Kubernetes version, gates and gang backend, chosen
+from the policy and what the cluster serves, ``engine.target``): the gang, the colocation and the concerns
+read that, never the policy's ``auto`` settings.
+
+To decide something new that several concerns need (the GPUs a DRA claim asks for), add a field and the one
+function that fills it.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
@@ -34,10 +38,13 @@ from .backends import (
     TEMPLATE_LABELS,
     TOPOLOGY_REQUESTS,
     VOLCANO_MIN_MEMBER,
+    native_podgroup_name,
 )
+from .clusterview import ClusterView
 from .concerns.intent import Resolved
 from .network import Brought, ClaimClasses, brought_by, unknown_claims
 from .paths import Path, as_dict, field_path, get_path
+from .target import Target, choose
 from .workloads import Gang, GangMethod, PodTemplate, TemplateSpec, Workload
 
 if TYPE_CHECKING:  # types only: the engine runs on cached policy records too (policy.cache)
@@ -51,6 +58,7 @@ class NoGang(StrEnum):
     foreign = "foreign"  # it already carries another gang mechanism
     unsupported = "unsupported"  # the kind cannot join the policy's backend
     name_required = "name-required"  # the backend names its PodGroup after the workload, which has no name yet
+    unavailable = "unavailable"  # the cluster has no gang backend the policy allows (Target.unavailable)
 
 
 @dataclass(frozen=True)
@@ -257,6 +265,7 @@ class ResizePlan:
 
 @dataclass(frozen=True)
 class Plan:
+    target: Target = field(default_factory=Target)
     gang: GangPlan = GangPlan()
     colocation: Colocation = Colocation()
     pool_templates: tuple[PodTemplate, ...] = ()  # get the pool's placement, RDMA, NCCL, storage, preflight
@@ -294,8 +303,12 @@ def present_gangs(workload: Workload) -> dict[str, str]:
     for t in w.templates:
         labels, annotations = t.pod_meta.get("labels") or {}, t.pod_meta.get("annotations") or {}
         where = field_path(t.meta_path)
-        if t.pod_spec.get("schedulingGroup") or t.pod_spec.get("workloadRef"):
-            found.setdefault("native/pod-group", field_path((*t.spec_path, "schedulingGroup")))
+        group = t.pod_spec.get("schedulingGroup")
+        if group or t.pod_spec.get("workloadRef"):  # ours names the PodGroup after the workload; another, the user's
+            named = group.get("podGroupName") if isinstance(group, dict) else None
+            ours = w.name is not None and named == native_podgroup_name(w.name)
+            found.setdefault("native/pod-group" if ours else f"native PodGroup {named or '(workloadRef)'}",
+                             field_path((*t.spec_path, "schedulingGroup")))
         for scheduler, backend in SCHEDULER_GANGS:
             if t.pod_spec.get("schedulerName") == scheduler:
                 found.setdefault(backend, field_path((*t.spec_path, "schedulerName")))
@@ -308,11 +321,20 @@ def present_gangs(workload: Workload) -> dict[str, str]:
     return found
 
 
-def plan_gang(workload: Workload, resolved: Resolved, policy: PolicySet) -> GangPlan:
-    """One gang per workload, through the policy's backend, unless the kind cannot join it or the object
-    already carries another gang mechanism (then it gets none of ours, and none of the gang-shape rules)."""
-    settings = policy.platform.gang
-    backend_id = workload.adapter.backend_id(settings.backend.value, settings.nativeMode)
+def plan_target(policy: PolicySet, cluster: ClusterView) -> Target:
+    """The cluster the decision is for: what ``auto`` chose from the cluster's discovery (or assumed without it),
+    what the policy set explicitly, and what of that the cluster cannot honour."""
+    return choose(policy.platform, cluster.discovered())
+
+
+def plan_gang(workload: Workload, resolved: Resolved, target: Target) -> GangPlan:
+    """One gang per workload, through the target's backend, unless the cluster has none the policy allows, the
+    kind cannot join it or the object already carries another gang mechanism (then it gets none of ours, and
+    none of the gang-shape rules)."""
+    if target.backend is None:
+        return GangPlan(requested=resolved.gang, size=resolved.gang_size,
+                        why_not=NoGang.unavailable if resolved.gang else None)
+    backend_id = workload.adapter.backend_id(target.backend.value, target.native_mode)
     gang = workload.adapter.gang(backend_id)
     base = GangPlan(requested=resolved.gang, backend_id=backend_id, gang=gang, size=resolved.gang_size)
     if not resolved.gang:
@@ -329,7 +351,7 @@ def plan_gang(workload: Workload, resolved: Resolved, policy: PolicySet) -> Gang
     return base
 
 
-def colocation_method(policy: PolicySet) -> str:
+def colocation_method(policy: PolicySet, target: Target) -> str:
     """How workers are colocated: the policy's choice, or (auto) the method the cluster's scheduler can
     hold to its promise: all workers in one domain once one has room, none bound while none has.
 
@@ -341,20 +363,23 @@ def colocation_method(policy: PolicySet) -> str:
     the rest waiting, holding GPUs). The topology concern says so (``topology.colocation-risk``). KAI's
     podgrouper places the gang in a domain of the Topology named by ``gang.kaiTopology`` (pod affinity without
     one). The other backends' schedulers understand only pod affinity (Kueue: its own topology-aware admission).
+    A cluster with no gang backend gets no colocation either, for the same reason as a native gang without the
+    gate. The backend is the target's (what ``gang.backend: auto`` chose on this cluster), not the policy's word.
     """
-    platform = policy.platform
-    gang = platform.gang
+    gang = policy.platform.gang
     if gang.topologyMethod != "auto":
         return gang.topologyMethod
-    if gang.backend is GangBackend.native:
-        return "native" if TOPOLOGY_GATE in platform.featureGates else "none"
-    if gang.backend is GangBackend.kai:
+    if target.backend is GangBackend.native:
+        return "native" if TOPOLOGY_GATE in target.gates else "none"
+    if target.backend is None:
+        return "none"
+    if target.backend is GangBackend.kai:
         return "kai" if gang.kaiTopology else "podAffinity"
-    return {GangBackend.kueue: "kueue"}.get(gang.backend, "podAffinity")
+    return {GangBackend.kueue: "kueue"}.get(target.backend, "podAffinity")
 
 
 def _no_gang_of_ours(resolved: Resolved, gang: GangPlan, kind: str) -> str:
-    """Why the workload has no gang of the policy's backend to carry its colocation ("" when it has one)."""
+    """Why the workload has no gang of the target's backend to carry its colocation ("" when it has one)."""
     if not gang.requested:
         if resolved.gang_explicit:
             return "its gang annotation turns the gang off"
@@ -369,16 +394,18 @@ def _no_gang_of_ours(resolved: Resolved, gang: GangPlan, kind: str) -> str:
     return ""
 
 
-def _uncarried(resolved: Resolved, policy: PolicySet, gang: GangPlan, method: str, kind: str) -> str:
+def _uncarried(resolved: Resolved, policy: PolicySet, target: Target, gang: GangPlan, method: str,
+               kind: str) -> str:
     """Why the gang cannot carry the colocation ``method`` asks for ("" when it can): the native topology
     constraint is part of a native gang (Job.spec.scheduling or a native PodGroup), KAI's placement annotations
     are read by KAI's podgrouper when it groups the workload."""
-    backend = policy.platform.gang.backend
+    backend = target.backend
     wanted = GangBackend.native if method == "native" else GangBackend.kai
     what = "the native topology constraint is part of a native gang" if method == "native" else \
         "KAI's topology placement is read by KAI's podgrouper when it groups the workload"
     if backend is not wanted:
-        return f"{what}, and the policy's gang backend is {backend.value}"
+        whose = "the policy's gang backend" if target.backend_from == "policy" else "the cluster's gang backend"
+        return f"{what}, and {whose} is {target.backend_name}"
     if method == "kai" and not policy.platform.gang.kaiTopology:
         return f"{what}, which needs the name of a KAI Topology (Platform.spec.gang.kaiTopology)"
     missing = _no_gang_of_ours(resolved, gang, kind)
@@ -403,7 +430,8 @@ def own_topology(workload: Workload, node_label: str, policy: PolicySet) -> str:
     return ""
 
 
-def plan_colocation(resolved: Resolved, policy: PolicySet, gang: GangPlan, workload: Workload) -> Colocation:
+def plan_colocation(resolved: Resolved, policy: PolicySet, target: Target, gang: GangPlan,
+                    workload: Workload) -> Colocation:
     """Colocation at the requested level, for workloads with more than one GPU Pod. A method the workload's gang
     must carry (native, kai) that it cannot: under auto nothing colocates the workers (required pod affinity
     instead would let the workers that fit start and hold their GPUs while the rest wait: see
@@ -416,11 +444,17 @@ def plan_colocation(resolved: Resolved, policy: PolicySet, gang: GangPlan, workl
         return Colocation(r.level_name, r.level, left_to=f"its own topology request ({theirs})")
     if gang.why_not is NoGang.foreign:
         return Colocation(r.level_name, r.level, left_to=f"{gang.foreign_names}, which forms and places its gang")
-    method = colocation_method(policy)
+    method = colocation_method(policy, target)
+    if method == "none" and policy.platform.gang.topologyMethod == "auto" and target.backend is GangBackend.native:
+        # auto would use the native constraint but for the topology gate: where this workload's gang could not
+        # carry it even with the gate, that is the reason (the gate's warning would name a fix that cannot help)
+        why = _uncarried(resolved, policy, target, gang, "native", workload.kind)
+        if why:
+            return Colocation(r.level_name, r.level, uncarried=why)
     unavailable = ""
     by_gang = False
     if method in ("native", "kai"):
-        why = _uncarried(resolved, policy, gang, method, workload.kind)
+        why = _uncarried(resolved, policy, target, gang, method, workload.kind)
         if not why:
             by_gang = method == "native"
         elif policy.platform.gang.topologyMethod == "auto":
@@ -521,14 +555,17 @@ def plan_resize(before: tuple[Workload, Resolved] | None, workload: Workload, re
                       grown, created_gang, size_field, values, needed)
 
 
-def make_plan(workload: Workload, resolved: Resolved, policy: PolicySet,
+def make_plan(workload: Workload, resolved: Resolved, policy: PolicySet, cluster: ClusterView,
               claim_classes: ClaimClasses = unknown_claims, before: tuple[Workload, Resolved] | None = None,
               update: bool = False) -> Plan:
-    """The plan of a decision; for an UPDATE (``update``), with what it changes in the workload's size
-    against the stored object (``before``)."""
-    gang = plan_gang(workload, resolved, policy)
+    """The plan of a decision on the cluster ``cluster`` shows (its discovery chooses what ``auto`` means);
+    ``claim_classes`` tells the DeviceClasses of the request's DRA claims (the cluster's, in the request's
+    namespace); for an UPDATE (``update``), with what it changes in the workload's size against the stored
+    object (``before``)."""
+    target = plan_target(policy, cluster)
+    gang = plan_gang(workload, resolved, target)
     pool_templates = plan_pool_templates(workload, resolved)
-    return Plan(gang=gang, colocation=plan_colocation(resolved, policy, gang, workload),
+    return Plan(target=target, gang=gang, colocation=plan_colocation(resolved, policy, target, gang, workload),
                 pool_templates=pool_templates,
                 scale=plan_scale(workload, resolved),
                 brought=plan_networks(pool_templates, resolved, policy, claim_classes),

@@ -476,11 +476,16 @@ class Quota(Strict):
 
 
 class GangSettings(Strict):
-    backend: GangBackend = Field(GangBackend.native, description="Gang scheduler of the cluster.")
-    nativeMode: Literal["job-scheduling", "pod-group"] = Field(
-        "job-scheduling",
-        description="job-scheduling: Job.spec.scheduling (the Job controller builds the PodGroup); "
-        "pod-group: pod schedulingGroup plus a PodGroup from trainadmit's reconciler.",
+    backend: GangBackend = Field(
+        GangBackend.auto,
+        description="Gang scheduler of the cluster. auto: the first the cluster serves, in this order: native "
+        "(the Workload API of its version), kai, volcano, coscheduling, kueue (none served: no gang, and rule "
+        "gang.unavailable says what to install); without a cluster view auto assumes native.")
+    nativeMode: Literal["auto", "job-scheduling", "pod-group"] = Field(
+        "auto",
+        description="job-scheduling: Job.spec.scheduling (1.37; the Job controller builds the PodGroup); "
+        "pod-group: pod schedulingGroup plus a PodGroup from trainadmit's reconciler; auto: job-scheduling on 1.37 "
+        "or newer when featureGates lists WorkloadWithJob, else pod-group.",
     )
     schedulerName: str | None = Field(None, description="Defaults: volcano -> volcano, coscheduling -> "
                                       "scheduler-plugins-scheduler, kai -> kai-scheduler, native/kueue -> unchanged.")
@@ -513,12 +518,17 @@ class Defaults(Strict):
 
 
 class PlatformSpec(Strict):
-    kubernetesVersion: Annotated[str, Field(pattern=r"^1\.\d{2}$",
-                                            description="Target cluster version (schema and feature checks).")] = "1.37"
+    kubernetesVersion: Annotated[str, Field(
+        pattern=r"^(auto|1\.\d{2})$",
+        description="Target cluster version (1.36, 1.37…), or auto: the apiserver's own (1.37 assumed without a "
+        "cluster view). An explicit version the cluster does not run is reported, and decisions follow the "
+        "cluster.")] = "auto"
     featureGates: list[str] = Field(
         default_factory=list,
-        description="Feature gates the cluster has on (GenericWorkload, WorkloadWithJob, "
-        "TopologyAwareWorkloadScheduling); `check` warns when the backend needs one that is missing.",
+        description="Feature gates the cluster runs with that discovery cannot see: the scheduler's GangScheduling "
+        "(1.36) and TopologyAwareWorkloadScheduling, the controller-manager's WorkloadWithJob, "
+        "WorkloadAwarePreemption (a served Workload API implies GenericWorkload); `check` warns when the backend "
+        "needs one that is missing.",
     )
     intentPrefix: Annotated[str, Field(pattern=_DNS_SUBDOMAIN,
                                        description="Prefix of the intent keys users write.")] = "trainadmit.io"

@@ -57,50 +57,6 @@ GANG_GATE_MERGED = (1, 37)
 PREEMPTION_GATE = "WorkloadAwarePreemption"
 
 
-def podgroup_priority_served(platform: PlatformSpec) -> bool:
-    """Whether the target cluster keeps a native PodGroup's own priority (``spec.priorityClassName``)."""
-    version = tuple(int(x) for x in platform.kubernetesVersion.split("."))
-    return version >= GANG_GATE_MERGED or PREEMPTION_GATE in platform.featureGates
-
-
-def native_podgroup_api(kubernetes_version: str) -> str | None:
-    """The native PodGroup apiVersion a cluster of that version serves, or None (older than 1.36)."""
-    version = tuple(int(x) for x in kubernetes_version.split("."))
-    found = None
-    for since, api in NATIVE_PODGROUP_APIS:
-        if version >= since:
-            found = api
-    return found
-
-
-def _gang_gaps(platform: PlatformSpec) -> list[str]:
-    """What the target cluster lacks for the configured gang backend (for `check` warnings)."""
-    gang_cfg = platform.gang
-    if gang_cfg.backend is not GangBackend.native:
-        return []
-    version = tuple(int(x) for x in platform.kubernetesVersion.split("."))
-    gates = set(platform.featureGates)
-    needs = ["GenericWorkload"] + (["WorkloadWithJob"] if gang_cfg.nativeMode == "job-scheduling" else [])
-    since = JOB_SCHEDULING_SINCE if gang_cfg.nativeMode == "job-scheduling" else NATIVE_PODGROUP_APIS[0][0]
-    gaps = []
-    if version < since:
-        gaps.append(f"gang backend native/{gang_cfg.nativeMode} needs Kubernetes {since[0]}.{since[1]} or newer; "
-                    f"the policy targets {platform.kubernetesVersion}")
-    missing = [g for g in needs if g not in gates]
-    if missing:
-        gaps.append(f"gang backend native/{gang_cfg.nativeMode} needs feature gate(s) {', '.join(missing)} "
-                    "(off by default in 1.36 and 1.37); without them the apiserver drops the gang fields")
-    if version < GANG_GATE_MERGED and GANG_GATE not in gates:
-        gaps.append(f"before Kubernetes 1.37 the scheduler enforces a native gang only with feature gate {GANG_GATE} "
-                    "(alpha; merged into GenericWorkload in 1.37): without it the PodGroup is accepted and reports "
-                    "Scheduled while the Pods bind one by one, so a gang that does not fit starts partially, "
-                    "holding GPUs")
-    if gang_cfg.topologyMethod == "native" and TOPOLOGY_GATE not in gates:
-        gaps.append(f"native topology constraints need feature gate {TOPOLOGY_GATE} (alpha); topologyMethod auto "
-                    "adds no colocation without it")
-    return gaps
-
-
 def _fabric_keys(fabric: Fabric) -> tuple[str, ...]:
     """What means a fabric on a workload: its resources, pod annotation keys, "class:<DeviceClass>", "hostNetwork"."""
     return (*fabric.resources, *fabric.annotations, *(f"class:{c}" for c in fabric.deviceClasses),
@@ -165,8 +121,7 @@ class PolicySet:
     default_pools: dict[str, str] = field(init=False)
     actions: dict[str, Action] = field(init=False)
     enforced: frozenset[Enforceable] = field(init=False)
-    scheduler_name: str | None = field(init=False)
-    default_queue: str = field(init=False)  # the queue of a workload that names none
+    scheduler_name: str | None = field(init=False)  # the policy's own choice (an auto backend's: engine.target)
     nic_patterns: tuple[str, ...] = field(init=False)  # Platform.spec.nics.resources
     nic_class_patterns: tuple[str, ...] = field(init=False)  # Platform.spec.nics.deviceClasses
     # per fabric, the keys that mean it (resource names, annotation keys, "class:<DeviceClass>", "hostNetwork"),
@@ -175,9 +130,6 @@ class PolicySet:
     fabric_wanted: frozenset[str] = field(init=False)
     compiled_rules: tuple[CompiledRule, ...] = field(init=False)  # in name order
     compile_problems: tuple[tuple[str, tuple, str], ...] = field(init=False)
-    gang_gaps: tuple[str, ...] = field(init=False)  # what the target cluster lacks for the gang backend
-    # the native PodGroup apiVersion to write: the one the target version serves, else the first there was
-    podgroup_api: str = field(init=False)
     tier_by_class: dict[str, tuple[str, PriorityTierSpec]] = field(init=False)  # PriorityClass -> (tier, spec)
     quota_by_name: dict[str, tuple[str, QuotaSpec]] = field(init=False)  # exact namespace names
     quota_globs: tuple[tuple[str, str, QuotaSpec], ...] = field(init=False)  # (pattern, quota name, spec)
@@ -200,7 +152,6 @@ class PolicySet:
         set_(self, "actions", actions)
         set_(self, "enforced", frozenset(spec.enforce))
         set_(self, "scheduler_name", spec.gang.schedulerName or BACKEND_SCHEDULERS.get(spec.gang.backend))
-        set_(self, "default_queue", spec.gang.queue or BACKEND_QUEUES.get(spec.gang.backend, DEFAULT_QUEUE))
         set_(self, "nic_patterns", tuple(spec.nics.resources))
         set_(self, "nic_class_patterns", tuple(spec.nics.deviceClasses))
         keys = tuple((name, _fabric_keys(f)) for name, f in spec.fabrics.items())
@@ -210,8 +161,6 @@ class PolicySet:
         compiled, problems = compile_rules(self.rules)  # once per generation, never per request
         set_(self, "compiled_rules", tuple(compiled))
         set_(self, "compile_problems", tuple(problems))
-        set_(self, "gang_gaps", tuple(_gang_gaps(spec)))
-        set_(self, "podgroup_api", native_podgroup_api(spec.kubernetesVersion) or NATIVE_PODGROUP_APIS[0][1])
         set_(self, "tier_by_class", {tier.className: (name, tier) for name, tier in self.tiers.items()})
         exact: dict[str, tuple[str, QuotaSpec]] = {}
         globs: list[tuple[str, str, QuotaSpec]] = []

@@ -14,6 +14,10 @@ from enum import StrEnum
 
 
 class GangBackend(StrEnum):
+    """A policy's gang backend; ``auto`` is the policy's word for "the first the cluster serves" (``engine.target``
+    resolves it: a decision's backend is never ``auto``)."""
+
+    auto = "auto"
     native = "native"
     coscheduling = "coscheduling"
     volcano = "volcano"

@@ -100,14 +100,34 @@ def response(uid: str, allowed: bool, *, patch: list[dict] | str | None = None, 
     return {"apiVersion": API_VERSION, "kind": "AdmissionReview", "response": resp}
 
 
+# The apiserver relays a webhook's warnings to kubectl whole while their total stays within 4096 characters, and
+# cuts every one of them to 256 once it does not (k8s.io/apiserver's warning recorder): the part a warning ends
+# with, what to do, would be lost. So each is bounded, and whole warnings are sent while the total fits.
+WARNING_CHARS = 1024
+WARNINGS_TOTAL_CHARS = 4096
+
+
 def _warning_text(v) -> str:
-    # The apiserver shows warnings to kubectl users; keep each readable and bounded.
     text = f"trainadmit [{v.rule}] {v.path}: {v.message}" + (f" ({v.hint})" if v.hint else "")
-    return text if len(text) <= 512 else text[:509] + "..."
+    return text if len(text) <= WARNING_CHARS else text[:WARNING_CHARS - 3] + "..."
+
+
+def _warnings(decision: Decision) -> list[str]:
+    texts = [_warning_text(v) for v in decision.warnings]
+    out: list[str] = []
+    total = 0
+    for i, text in enumerate(texts):
+        more = f"trainadmit: {len(texts) - i} more warnings (trainadmit check shows all of them)"
+        if total + len(text) + (len(more) if i + 1 < len(texts) else 0) > WARNINGS_TOTAL_CHARS:
+            out.append(more)
+            break
+        out.append(text)
+        total += len(text)
+    return out
 
 
 def decision_response(uid: str, decision: Decision, with_patch: bool) -> dict:
-    warnings = [_warning_text(v) for v in decision.warnings][:20]
+    warnings = _warnings(decision)
     if not decision.allowed:
         return response(uid, False, message=decision.denial_message(), warnings=warnings)
     patch = (decision.patch_json or decision.patch) if with_patch else None

@@ -17,7 +17,7 @@ from werkzeug.exceptions import HTTPException
 
 from ..cluster.snapshot import SnapshotCluster
 from ..engine.clusterview import ClusterView, NoCluster
-from . import metrics
+from . import cluster_report, metrics
 from .controller_status import ControllerStatus
 from .cost import MemoryBudget
 from .handler import Answer, answer_review
@@ -155,7 +155,9 @@ def create_app(settings: ServerSettings | None = None, controllers: ControllerSt
             problems.extend(controllers.problems())
         if problems:
             return _json({"status": "not ready", "problems": problems}, 503)
-        body = {"status": "ready", "generation": policies.current.generation}  # type: ignore[union-attr]
+        policy = policies.current
+        body = {"status": "ready", "generation": policy.generation,  # type: ignore[union-attr]
+                "cluster": cluster_report.detail(policy, cluster)}  # type: ignore[arg-type]
         if policies.last_error:
             body["lastReloadError"] = policies.last_error
         return _json(body)
@@ -163,6 +165,10 @@ def create_app(settings: ServerSettings | None = None, controllers: ControllerSt
     @app.get("/metrics")
     def metrics_endpoint() -> Response:
         body = metrics.render() + (metrics.cluster_view_age(live.age()) if live is not None else b"")
+        policy = policies.current
+        if policy is not None:
+            target, _ = cluster_report.target_of(policy, cluster)
+            body += metrics.unhonoured_settings(cluster_report.SETTINGS, {u.setting for u in target.unhonoured})
         return Response(body, mimetype="text/plain; version=0.0.4")
 
     @app.errorhandler(HTTPException)

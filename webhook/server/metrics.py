@@ -153,3 +153,25 @@ def cluster_view_age(age: float | None) -> bytes:
     registry = CollectorRegistry()
     registry.register(_ViewAge(age))
     return generate_latest(registry)
+
+
+class _Unhonoured:
+    """The policy settings the cluster cannot honour, read at scrape time from this worker's view of it."""
+
+    def __init__(self, settings: tuple[str, ...], unhonoured: set[str]):
+        self.settings, self.unhonoured = settings, unhonoured
+
+    def collect(self):
+        family = GaugeMetricFamily("trainadmit_policy_setting_unhonoured",
+                                   "1 for a Platform setting the cluster cannot honour (a version it does not run, "
+                                   "a gang backend it does not serve): decisions follow rule gang.unavailable",
+                                   labels=["setting"])
+        for setting in self.settings:
+            family.add_metric([setting], 1.0 if setting in self.unhonoured else 0.0)
+        yield family
+
+
+def unhonoured_settings(settings: tuple[str, ...], unhonoured: set[str]) -> bytes:
+    registry = CollectorRegistry()
+    registry.register(_Unhonoured(settings, unhonoured))
+    return generate_latest(registry)

@@ -4,7 +4,10 @@ The validating webhook sees the object after every mutating webhook and after th
 it. Re-running the mutations on a scratch copy shows what is missing: if trainadmit had mutated it
 (the ``applied`` annotation of this policy generation) and something it injected is gone, another
 webhook or the apiserver removed it (the apiserver silently drops fields whose feature gate is off);
-a gang that did not survive is denied with the reason, since the Job would otherwise run without one.
+a gang that another webhook removed is denied with the reason, since the Job would otherwise run without
+one. A native gang field the apiserver dropped means the cluster does not have it (another version, the
+Workload API off): that is the case ``gang.unavailable`` decides (warn: admitted without the gang, saying
+why; deny: refused), as it does at /mutate when the cluster view shows it first.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from ..context import Context
 from ..paths import pointer
 from ..reads import INTENT_KEYS, Reads
 from ..rule import rule
-from .gang import MEMBERSHIP_LOST
+from .gang import MEMBERSHIP_LOST, UNAVAILABLE
 
 NOT_MUTATED = rule("final.not-mutated", Action.deny,
                    "/validate sees an object trainadmit's mutating webhook never processed")
@@ -25,15 +28,37 @@ INJECTION_LOST = rule("final.injection-lost", Action.deny,
 CONCERN = Concern("final", rules=(NOT_MUTATED, INJECTION_LOST), reads=Reads(annotations=(INTENT_KEYS,)))
 
 _GANG_LOSS = {
-    "native/job-scheduling": ("spec.scheduling", "the apiserver drops Job.spec.scheduling when feature gate "
-                              "WorkloadWithJob or GenericWorkload is off (both off by default in 1.37)"),
-    "native/pod-group": ("spec.template.spec.schedulingGroup", "the apiserver drops schedulingGroup when feature "
-                         "gate GenericWorkload is off (off by default in 1.37)"),
     "coscheduling": ("the scheduling.x-k8s.io/pod-group label", "another mutating webhook removed it"),
     "volcano": ("the scheduling.volcano.sh/group-min-member annotation", "another mutating webhook removed it"),
     "kueue": ("the kueue.x-k8s.io/queue-name label or suspend: true", "another mutating webhook changed it"),
     "kai": ("the kai.scheduler/queue label or schedulerName kai-scheduler", "another mutating webhook changed it"),
 }
+
+
+def _native_loss(ctx: Context, backend: str, where: str) -> None:
+    """The apiserver dropped the native gang field: the cluster does not have it, and the message says which
+    fact of the cluster that is, by the version the decision was made for."""
+    target = ctx.plan.target
+    version = f"{target.version[0]}.{target.version[1]}"
+    if backend == "native/job-scheduling":
+        what = "spec.scheduling"
+        why = ("Kubernetes " + version + " has no Job.spec.scheduling (it first exists in 1.37)"
+               if target.version < (1, 37) else "the apiserver drops Job.spec.scheduling while feature gate "
+               "WorkloadWithJob or GenericWorkload is off (both off by default in 1.37)")
+    else:
+        what = "schedulingGroup"
+        why = (f"the apiserver drops schedulingGroup while its Workload API is off (feature gate GenericWorkload "
+               f"and {target.podgroup_api} in --runtime-config)")
+    if target.assumed:
+        why += f"; {target.assumed}"
+        hint = "run trainadmit serve with --cluster-live, so that auto chooses from what the cluster serves"
+    else:
+        hint = ("enable it on the cluster, or set Platform.spec.gang to what the cluster serves (backend: auto "
+                "chooses it)")
+    ctx.report(UNAVAILABLE, where,
+               f"the {backend} gang trainadmit injected ({what}) is not in the object the apiserver is about to "
+               f"store: {why}: admitted without a gang",
+               f"{hint} (platform team: rule gang.unavailable: deny refuses such workloads instead)")
 
 
 def record_provenance(ctx: Context, concern_order: tuple[str, ...]) -> None:
@@ -79,12 +104,14 @@ def check(ctx: Context, concern_order: tuple[str, ...]) -> None:
         return  # the policy changed between the two webhook calls: the rules below still apply
     gang_lost = [p for p, c in missing if c == "gang"]
     backend = ctx.plan.gang.backend
-    if gang_lost and backend:
+    if gang_lost and backend and backend.startswith("native/"):
+        _native_loss(ctx, backend, gang_lost[0])
+    elif gang_lost and backend:
         what, why = _GANG_LOSS.get(backend, (", ".join(gang_lost), "something removed it"))
         ctx.report(MEMBERSHIP_LOST, gang_lost[0],
                    f"the {backend} gang membership trainadmit injected ({what}) is not in the object the apiserver "
                    f"is about to store: {why}; the Job would start without a gang",
-                   "enable the feature gates or change Platform.spec.gang.backend to one the cluster supports")
+                   "find the webhook that removes it, or change Platform.spec.gang.backend")
     other = [p for p, c in missing if c != "gang"]
     if other:
         ctx.report(INJECTION_LOST, other[0],

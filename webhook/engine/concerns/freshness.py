@@ -8,7 +8,7 @@ no longer true. A decision that would use the view is made without it instead, a
 from __future__ import annotations
 
 from ...policy.vocab import Action
-from ..clusterview import NoCluster
+from ..clusterview import DiscoveryOnly
 from ..concern import Concern
 from ..context import Context
 from ..reads import Reads
@@ -20,12 +20,13 @@ VIEW_STALE = rule("cluster.view-stale", Action.deny,
 
 
 def use_fresh_view(ctx: Context) -> None:
-    """Drop the cluster view from this decision when it is too old to be trusted, and report that."""
+    """Drop the cluster view from this decision when it is too old to be trusted, and report that (what the
+    cluster is, its version and served APIs, is kept: it does not change with the view's age)."""
     stale = ctx.cluster.stale()
     if stale is not None:
         ctx.report(VIEW_STALE, "metadata", f"{stale}; decided without the cluster view",
                    "retry once the server's cluster view has caught up (its /readyz says when)")
-        ctx.cluster = NoCluster()
+        ctx.cluster = DiscoveryOnly(ctx.cluster)
 
 
 CONCERN = Concern("cluster", rules=(VIEW_STALE,), reads=Reads())

@@ -1,7 +1,8 @@
 """Gang membership: one backend per workload, one gang per training job, whatever submitted it.
 
-The plan (``plan.plan_gang``) decided whether the workload gets a gang of ours, through which backend, and
-how its kind joins it (the adapter's gang table, ``workloads.GangMethod``); this concern writes it:
+The plan (``plan.plan_gang``) decided whether the workload gets a gang of ours, through which backend (the
+target's: chosen from the cluster when the policy says auto, ``engine.target``), and how its kind joins it
+(the adapter's gang table, ``workloads.GangMethod``); this concern writes it:
 
 - ``spec``: the kind's own gang field, written whole (a batch/v1 Job's 1.37 ``spec.scheduling``: the Job
   controller builds the Workload and PodGroup).
@@ -15,16 +16,23 @@ Minimum size: the Pods the kind's operator counts in a gang (a Job's ``paralleli
 a PyTorchJob, one LeaderWorkerSet group…). Exact keys per backend: shared/reference/gang.md and
 fixtures/operators/README.md. A workload that already carries another gang mechanism (another backend's
 keys, a scheduler with its own gangs such as sakkara, JobSet exclusive placement) gets no second gang and
-none of the gang-shape rules.
+none of the gang-shape rules. A cluster with no gang backend the policy allows gets none either:
+``gang.unavailable`` (warn: admitted, saying what to install or enable; deny: refused).
 """
 
 from __future__ import annotations
 
 import json
 
-from ...policy.policyset import podgroup_priority_served
 from ...policy.vocab import Action, Enforceable, GangBackend
-from ..backends import KUEUE_QUEUE, POD_GROUP_LABEL, VOLCANO_GROUP_ANNOTATION, VOLCANO_MIN_MEMBER, VOLCANO_QUEUE
+from ..backends import (
+    KUEUE_QUEUE,
+    POD_GROUP_LABEL,
+    VOLCANO_GROUP_ANNOTATION,
+    VOLCANO_MIN_MEMBER,
+    VOLCANO_QUEUE,
+    native_podgroup_name,
+)
 from ..concern import Concern
 from ..context import Context
 from ..decision import Source
@@ -64,8 +72,12 @@ FOREIGN_BACKEND = rule("gang.foreign-backend", Action.warn,
 CLUSTER_SUPPORT = rule("gang.cluster-support", Action.warn,
                        "the policy's Kubernetes version or feature gates lack what the gang backend needs")
 MEMBERSHIP_LOST = rule("gang.membership-lost", Action.deny,
-                       "/validate: the gang trainadmit injected is gone from the object about to be stored")
+                       "/validate: another webhook removed the gang keys trainadmit injected from the object about "
+                       "to be stored (a native gang the apiserver dropped is gang.unavailable)")
 POD_LEVEL = rule("gang.pod-level", Action.warn, "gang intent on a bare Pod, whose gang size is not known")
+UNAVAILABLE = rule("gang.unavailable", Action.warn,
+                   "the cluster has no gang backend the policy allows (auto found none served, or the policy's own "
+                   "is not served or needs another version): admitted without a gang (deny: refused)")
 UNSUPPORTED = rule("gang.unsupported", Action.warn,
                    "the workload's kind cannot join the policy's gang backend (the message says why)")
 # what the kind's own fields must be for its Pods to run as one gang (workloads.GangShape), by rule suffix
@@ -91,7 +103,20 @@ def mutate(ctx: Context) -> None:
         source = ctx.platform_source("spec", "gang", "backend", note=f"{plan.gang.formed_by} forms this kind's gang")
         _fields(ctx, plan.gang.fields, plan.size, source)
         return
-    if not plan.requested or plan.gang is None:
+    if not plan.requested:
+        _controller_gang(ctx)
+        return
+    if plan.why_not is NoGang.unavailable:
+        target = ctx.plan.target
+        # an explicit setting is the platform team's to change; auto finding nothing is the cluster's (the docs
+        # name the rule that refuses instead, and the whole warning must fit what kubectl is shown)
+        platform = (" (platform team: rule gang.unavailable: deny refuses such workloads instead)"
+                    if target.backend_from == "policy" else "")
+        ctx.report(UNAVAILABLE, "metadata",
+                   f"{target.unavailable}: admitted without a gang; its {plan.size} Pods may start one by one",
+                   f"{target.remedy}{platform}")
+        return
+    if plan.gang is None:
         return
     ours, gang = plan.backend_id, plan.gang
     if plan.why_not is NoGang.unsized:
@@ -131,8 +156,27 @@ def mutate(ctx: Context) -> None:
         _kueue(ctx, gang, source)
     if gang.writes_scheduler_name:  # a platform may name a scheduler for any backend
         _scheduler_name(ctx, _gang_templates(ctx))
-    for gap in ctx.policy.gang_gaps:
+    target = ctx.plan.target
+    for gap in target.gaps:
         ctx.report(CLUSTER_SUPPORT, "spec", gap, "set Platform.spec.featureGates once the cluster has them")
+    if target.assumed:
+        ctx.unverified.append(f"the gang backend {target.backend_name} ({target.assumed})")
+
+
+def _controller_gang(ctx: Context) -> None:
+    """A Job that asks for no gang still gets one from a 1.36 Job controller running ``WorkloadWithJob`` when it
+    is Indexed with parallelism = completions > 1 (measured on 1.36.2): say so where the policy declares it."""
+    target, w, r = ctx.plan.target, ctx.workload, ctx.resolved
+    if (target.backend is not GangBackend.native or target.version >= (1, 37) or "WorkloadWithJob" not in target.gates
+            or r.pods <= 1 or (w.adapter.group, w.adapter.kind) != ("batch", "Job")
+            or not capable(w.adapter, GangShape) or w.adapter.gang_shape(w.obj, r.pods)):
+        return
+    ctx.report(CLUSTER_SUPPORT, "spec.completions",
+               f"on Kubernetes {target.version_text} with feature gate WorkloadWithJob the Job controller makes a gang "
+               f"of every Indexed Job whose parallelism equals its completions: the {r.pods} Pods of this Job wait "
+               "for one another although it asks for no gang",
+               "to run them independently, make spec.completions differ from spec.parallelism or set "
+               "spec.completionMode: NonIndexed")
 
 
 def _gang_templates(ctx: Context) -> list[PodTemplate]:
@@ -157,16 +201,17 @@ def _templates(ctx: Context, size: int, source: Source) -> None:
     name = ctx.workload.name or ""  # the plan made sure there is one
     r = ctx.resolved
     templates = _gang_templates(ctx)
-    backend = ctx.policy.platform.gang.backend
+    target = ctx.plan.target
+    backend = target.backend
     if backend is GangBackend.native:
-        pg_name = f"{name}-gang"
+        pg_name = native_podgroup_name(name)
         for t in templates:
             keep_or_set(ctx, (*t.spec_path, "schedulingGroup"), {"podGroupName": pg_name}, source)
-        api = ctx.policy.podgroup_api
+        api = target.podgroup_api
         spec = _native_spec(ctx, size, api)
         # the gang's own priority: workload-aware preemption reads it, not its Pods' (a cluster without that
         # preemption drops the field, and the reconciler's PodGroup would differ from the decision's)
-        if r.tier is not None and podgroup_priority_served(ctx.policy.platform):
+        if r.tier is not None and target.podgroup_priority:
             spec["priorityClassName"] = r.tier[1].className
         _companion(ctx, {"apiVersion": api, "kind": "PodGroup", "metadata": {"name": pg_name}, "spec": spec}, source)
     elif backend is GangBackend.coscheduling:
@@ -235,7 +280,7 @@ def _queue(ctx: Context, path: Path, crd_default: str | None = None) -> None:
     CRD's default is left to the apiserver, so the object as written and as defaulted get one decision."""
     r = ctx.resolved
     named = r.queue_explicit or ctx.policy.platform.gang.queue is not None
-    queue = (r.queue if named or crd_default is None else crd_default) or ctx.policy.default_queue
+    queue = (r.queue if named or crd_default is None else crd_default) or ctx.plan.target.default_queue
     current = ctx.patcher.get(path)
     if current is not None and current == crd_default:
         current = None
@@ -266,7 +311,7 @@ def _companion(ctx: Context, manifest: dict, source: Source) -> None:
 
 
 def _scheduler_name(ctx: Context, templates: list[PodTemplate]) -> None:
-    wanted = ctx.policy.scheduler_name
+    wanted = ctx.plan.target.scheduler_name
     if not wanted:
         return
     ours = ctx.plan.gang.backend_id
@@ -327,9 +372,10 @@ def _resize(ctx: Context, view: Workload) -> None:
     if follow is Follow.never:
         ctx.report(RESIZE_NOT_FOLLOWED, where,
                    f"its {backend} gang keeps {resize.gang_size[0]} Pods: {gang.resize_reason}", recreate)
-    elif follow is Follow.reconciler and backend == NATIVE_POD_GROUP and ctx.policy.podgroup_api.endswith("v1alpha2"):
+    elif (follow is Follow.reconciler and backend == NATIVE_POD_GROUP
+          and ctx.plan.target.podgroup_api.endswith("v1alpha2")):
         ctx.report(RESIZE_NOT_FOLLOWED, where,
-                   f"its native PodGroup ({ctx.policy.podgroup_api}) keeps minCount {resize.gang_size[0]}: "
+                   f"its native PodGroup ({ctx.plan.target.podgroup_api}) keeps minCount {resize.gang_size[0]}: "
                    "Kubernetes 1.36 does not let a PodGroup's schedulingPolicy change", recreate)
     elif follow is Follow.size_field and resize.size_field is not None:
         before, now = resize.size_values
@@ -350,7 +396,8 @@ def _resize(ctx: Context, view: Workload) -> None:
 # the object's and its templates' gang keys (labels are read whole), the native group fields of a pod spec,
 # its scheduler
 CONCERN = Concern("gang", rules=(COMPLETION_MODE, PARALLELISM_COMPLETIONS, NAME_REQUIRED, FOREIGN_BACKEND,
-                                 CLUSTER_SUPPORT, MEMBERSHIP_LOST, POD_LEVEL, UNSUPPORTED, RESIZE_NOT_FOLLOWED),
+                                 CLUSTER_SUPPORT, MEMBERSHIP_LOST, POD_LEVEL, UNSUPPORTED, UNAVAILABLE,
+                                 RESIZE_NOT_FOLLOWED),
                   mutate=mutate, validate=validate,
                   reads=Reads(metadata=("labels", "annotations", "name"),
                               annotations=(VOLCANO_MIN_MEMBER, VOLCANO_QUEUE, VOLCANO_GROUP_ANNOTATION),

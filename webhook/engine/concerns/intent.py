@@ -435,8 +435,8 @@ def resolve(workload: Workload, policy: PolicySet, gpu_resources: list[str], rep
         else:
             out.tier = (tier_value, spec)
 
-    # queue (label)
+    # queue (label), else the policy's; neither: the backend's own (the plan's target.default_queue)
     queue_value = labels.get(keys.queue)
     out.queue_explicit = queue_value is not None
-    out.queue = queue_value if queue_value is not None else policy.default_queue
+    out.queue = queue_value if queue_value is not None else policy.platform.gang.queue
     return out

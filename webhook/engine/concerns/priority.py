@@ -38,7 +38,7 @@ def mutate(ctx: Context) -> None:
         else:
             conflict(ctx, Enforceable.priorityClassName, path, current, tier.className)
     kueue = w.adapter.gang(GangBackend.kueue.value).method is GangMethod.kueue
-    if ctx.policy.platform.gang.backend is GangBackend.kueue and tier.kueuePriorityClass and kueue:
+    if ctx.plan.target.backend is GangBackend.kueue and tier.kueuePriorityClass and kueue:
         label = ("metadata", "labels", KUEUE_PRIORITY)
         if ctx.patcher.get(label):
             ctx.satisfied("priority")

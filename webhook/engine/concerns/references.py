@@ -52,8 +52,6 @@ NETWORK_MISSING = rule("references.network-missing", Action.deny,
                        "a Multus NetworkAttachmentDefinition of the pool that does not exist")
 QUEUE_MISSING = rule("references.queue-missing", Action.deny,
                      "the Volcano Queue or Kueue LocalQueue the workload is sent to does not exist")
-API_NOT_SERVED = rule("references.api-not-served", Action.deny,
-                      "the PodGroup kind the reconciler must create is not served by the cluster")
 DEVICE_CLAIM_MISSING = rule("references.device-claim-missing", Action.deny,
                             "a ResourceClaimTemplate or ResourceClaim a pod template's DRA claim names does not exist")
 DEVICE_CLASS_MISSING = rule("references.device-class-missing", Action.deny,
@@ -108,14 +106,8 @@ def validate(ctx: Context, view: Workload) -> None:
             _access_modes(ctx, ref, obj)
     for companion in ctx.companions:
         api_version = str(companion.get("apiVersion"))
-        served = ctx.cluster.serves(api_version)
-        if served is None:
+        if ctx.cluster.serves(api_version) is None:
             ctx.unverified.append(f"API {api_version} (for the {companion.get('kind')} the reconciler creates)")
-        elif not served:
-            ctx.report(API_NOT_SERVED, f'metadata.annotations["{ctx.policy.keys.podgroup}"]',
-                       f"the {ctx.plan.gang.backend} gang needs a {companion.get('kind')} {api_version}, which this "
-                       "cluster does not serve (its CRD is not installed or its feature gate is off): the gang "
-                       "would never form", "install the backend's CRDs or turn on its API, or use another gang backend")
 
 
 def _classes_of(ctx: Context, ref: Reference, claim: dict, refs: list[Reference]) -> None:
@@ -262,6 +254,6 @@ def _access_modes(ctx: Context, ref: Reference, claim: dict) -> None:
 
 
 CONCERN = Concern("references", rules=(PRIORITY_CLASS_MISSING, CLAIM_MISSING, CLAIM_ACCESS_MODE, NETWORK_MISSING,
-                                       QUEUE_MISSING, API_NOT_SERVED, DEVICE_CLAIM_MISSING, DEVICE_CLASS_MISSING,
+                                       QUEUE_MISSING, DEVICE_CLAIM_MISSING, DEVICE_CLASS_MISSING,
                                        RUNTIME_MISSING), validate=validate,
                   reads=Reads(pod=("priorityClassName", "resourceClaims")))

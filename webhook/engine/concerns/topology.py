@@ -18,6 +18,7 @@ from ..context import Context
 from ..decision import Source
 from ..dra import pod_claims
 from ..paths import Path
+from ..plan import NoGang
 from ..reads import Reads
 from ..rule import Resize, rule
 from ..workloads import GroupedGangs, PodTemplate, Workload, capable
@@ -94,10 +95,20 @@ def _report_risk(ctx: Context, method: str) -> None:
     for good. Without the topology gate auto therefore adds no colocation, and the workers may span
     domains. Explicit ``topologyMethod: none`` is the platform's own choice and is not warned about.
     """
-    r, platform = ctx.resolved, ctx.policy.platform
+    r, platform, target = ctx.resolved, ctx.policy.platform, ctx.plan.target
     level, n, key = r.level_name, r.gpu_pods, ctx.policy.keys.topology
     where = f'metadata.annotations["{key}"]'
     if method == "none" and platform.gang.topologyMethod == "auto":
+        if ctx.plan.gang.why_not is NoGang.foreign:
+            return  # the workload's own gang mechanism places it (a Kueue-managed JobSet: Kueue's topology)
+        if target.backend is None:
+            ctx.report(COLOCATION_RISK, where,
+                       f"the {n} workers may span {level}s: without a gang scheduler nothing places them in one "
+                       f"{level}, and required pod affinity would let the first workers start in a {level} without "
+                       f"room for all {n} while the rest wait for good; trainadmit added no colocation",
+                       f"a gang backend with topology (the native gang with {TOPOLOGY_GATE}, Kueue's topology-aware "
+                       f"scheduling) places them; or set {key}: any")
+            return
         ctx.report(COLOCATION_RISK, where,
                    f"the {n} workers may span {level}s: without feature gate {TOPOLOGY_GATE} the scheduler cannot "
                    f"place a native gang in one {level}, and required pod affinity would let the gang wait for good "
@@ -106,11 +117,12 @@ def _report_risk(ctx: Context, method: str) -> None:
                    f"declare {TOPOLOGY_GATE} in Platform.spec.featureGates once the cluster runs it (trainadmit then "
                    f"writes a PodGroup topology constraint), or set {key}: any")
     elif method == "podAffinity":
-        gang = "the gang may never start" if r.gang else "the workers that fit start and hold their GPUs"
-        native = platform.gang.backend is GangBackend.native and TOPOLOGY_GATE in platform.featureGates
+        gang = "the gang may never start" if r.gang and target.backend is not None else \
+            "the workers that fit start and hold their GPUs"
+        native = target.backend is GangBackend.native and TOPOLOGY_GATE in target.gates
         if native:
             fix = "set Platform.spec.gang.topologyMethod: auto (the PodGroup's topology constraint)"
-        elif platform.gang.backend is GangBackend.kai:
+        elif target.backend is GangBackend.kai:
             fix = "set Platform.spec.gang.kaiTopology to the cluster's KAI Topology (KAI places the gang per domain)"
         else:
             fix = (f"use a scheduler that places the gang per domain (native gang with {TOPOLOGY_GATE}, Kueue's "
