@@ -43,7 +43,7 @@ def write_inputs(work: Path, sizes: list[int]) -> None:
     """The nodes and the workload files. Run in a process of its own (``--write``): Linux counts the memory
     a measured process inherits at fork in its peak, so the measuring process stays small."""
     sys.path.insert(0, str(ROOT / "tests"))
-    from kube_fixtures import cluster_nodes
+    from support.kube_fixtures import cluster_nodes
 
     (work / "nodes.json").write_text(json.dumps({"apiVersion": "v1", "kind": "NodeList", "items": cluster_nodes()}))
     for n in sizes:

@@ -48,9 +48,9 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the tier's harness: controlplane.py and kube_fixtures.py
 
-from conftest import BACKENDS, write_policy  # noqa: E402
-from controlplane import ControlPlane, KubeError, load_manifests, webhook_configs_for_url  # noqa: E402
-from kube_fixtures import DEPLOY, install_cluster  # noqa: E402
+from support.controlplane import ControlPlane, KubeError, load_manifests, webhook_configs_for_url  # noqa: E402
+from support.kube_fixtures import DEPLOY, install_cluster  # noqa: E402
+from support.policies import BACKENDS, write_policy  # noqa: E402
 
 from trainadmit.certs import pki  # noqa: E402
 

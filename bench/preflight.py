@@ -64,7 +64,7 @@ def engine_cost(seconds: float) -> None:
 
 
 def startup_cost(rounds: int) -> None:
-    from fake_node import build_node
+    from support.fake_node import build_node
 
     root = build_node(Path(tempfile.mkdtemp(prefix="trainadmit-bench-node-")))
     check = [sys.executable, "-m", "trainadmit.cli", "preflight", "--root", str(root), "--node", "n", "--gpus=8",

@@ -3,8 +3,8 @@
 Run: KUBEBUILDER_ASSETS=/work/k8s-assets .venv/bin/python bench/time_to_start.py [--rounds 5] [--sizes 64,1000]
 
 The outcome tier's control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler 1.36
-with native gang scheduling, ``tests/kube_fixtures.py``), fake H100 nodes of the bundled pool in racks
-of 16 (``tests/pool_nodes.py``), and trainadmit as deploy/ runs it (``serve --cluster-live --reconcile``,
+with native gang scheduling, ``tests/support/kube_fixtures.py``), fake H100 nodes of the bundled pool in racks
+of 16 (``tests/support/pool_nodes.py``), and trainadmit as deploy/ runs it (``serve --cluster-live --reconcile``,
 2 workers, deploy/'s webhook configurations), with the bundled policy retargeted at this cluster
 (1.36, native pod-group, the PodGroup's topology constraint). The Job: the Kubernetes documentation's
 Indexed Job asking for 16 whole nodes in one rack. Two modes, alternating round by round so that
@@ -38,8 +38,8 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the tier's harness
 
-from controlplane import KubeError, SchedulingControlPlane, scheduling_assets_from_env, wait_until  # noqa: E402
-from kube_fixtures import (  # noqa: E402
+from support.controlplane import KubeError, SchedulingControlPlane, scheduling_assets_from_env, wait_until  # noqa: E402
+from support.kube_fixtures import (  # noqa: E402
     GANG_FEATURES,
     OUTCOME_PHASES,
     PROBE_NS,
@@ -49,8 +49,8 @@ from kube_fixtures import (  # noqa: E402
     start_trainadmit,
     stop_trainadmit,
 )
-from outcome import JOB_NAME_LABEL, gpu_job, kubectl  # noqa: E402
-from pool_nodes import create_nodes, domains, wait_schedulable  # noqa: E402
+from support.outcome import JOB_NAME_LABEL, gpu_job, kubectl  # noqa: E402
+from support.pool_nodes import create_nodes, domains, wait_schedulable  # noqa: E402
 
 from trainadmit.engine import Request, decide  # noqa: E402
 

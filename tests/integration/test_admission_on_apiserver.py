@@ -15,11 +15,13 @@ import copy
 import json
 
 import pytest
-from conftest import EXAMPLES, FIXTURES, load_yaml
-from controlplane import KubeError, job_pod, wait_until
-from helpers import job, run_cli
-from kube_compare import Outcome, check_records, loose, normalized, predicted, render, save_snapshot, submit
-from kube_fixtures import APISERVER, BARE_NS, PHASES, RENDER_NS
+from support.builders import job
+from support.cli import run_cli
+from support.controlplane import KubeError, job_pod, wait_until
+from support.kube_compare import Outcome, check_records, loose, normalized, predicted, render, save_snapshot, submit
+from support.kube_fixtures import APISERVER, BARE_NS, PHASES, RENDER_NS
+from support.manifests import load_yaml
+from support.paths import EXAMPLES, FIXTURES
 
 pytestmark = APISERVER
 JOB_CONTROLLER = "system:serviceaccount:kube-system:job-controller"  # the Job controller's own account
@@ -151,7 +153,7 @@ def test_the_comparison_fails_when_a_field_is_dropped(webhook, cluster):
         d = decide(load_policy(webhook.policy_dir), Request(copy.deepcopy(obj)))
         damaged = copy.deepcopy(d.mutated)
         del damaged["spec"]["template"]["spec"]["tolerations"]
-        from kube_compare import differences
+        from support.kube_compare import differences
 
         assert differences(normalized(stored), normalized(render(http, d.mutated, RENDER_NS))) == []
         diff = differences(normalized(stored), normalized(render(http, damaged, RENDER_NS)))

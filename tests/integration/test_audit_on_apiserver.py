@@ -13,10 +13,11 @@ import json
 import subprocess
 import sys
 
-from conftest import EXAMPLES, FIXTURES, ROOT, load_yaml
-from helpers import run_cli
-from kube_compare import save_snapshot
-from kube_fixtures import APISERVER, OPERATOR_CRDS, SYSTEM_NS, webhooks_removed
+from support.cli import run_cli
+from support.kube_compare import save_snapshot
+from support.kube_fixtures import APISERVER, OPERATOR_CRDS, SYSTEM_NS, webhooks_removed
+from support.manifests import load_yaml
+from support.paths import EXAMPLES, FIXTURES, ROOT
 
 from trainadmit.engine import load_policy
 

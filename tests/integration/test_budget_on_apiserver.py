@@ -21,10 +21,9 @@ import socket
 import threading
 
 import pytest
-from conftest import write_policy
-from controlplane import KubeError, job_pod, wait_until
-from helpers import job
-from kube_fixtures import (
+from support.builders import job
+from support.controlplane import KubeError, job_pod, wait_until
+from support.kube_fixtures import (
     APISERVER,
     BUDGET_NS,
     EXTRA_POLICY,
@@ -35,6 +34,7 @@ from kube_fixtures import (
     register_webhooks,
     webhooks_removed,
 )
+from support.policies import write_policy
 
 from trainadmit.cluster.budget import BUDGET_NAME
 
@@ -144,7 +144,7 @@ def _decided_by(servers, name: str) -> list[int]:
 
 def test_two_jobs_at_the_same_instant_through_two_replicas_and_the_quota_that_stops_their_pods(
         webhook, cluster, tmp_path):
-    from server_util import Server
+    from support.server import Server
 
     from trainadmit.certs import pki
 

@@ -9,8 +9,9 @@ import datetime as dt
 
 import pytest
 from cryptography import x509
-from helpers import job, run_cli
-from kube_fixtures import APISERVER, SYSTEM_NS, TEAM_NAMESPACES, WEBHOOK_NAMES
+from support.builders import job
+from support.cli import run_cli
+from support.kube_fixtures import APISERVER, SYSTEM_NS, TEAM_NAMESPACES, WEBHOOK_NAMES
 
 from trainadmit.certs import pki
 from trainadmit.certs.incluster import SECRET, CertController

@@ -11,9 +11,9 @@ import subprocess
 
 import pytest
 import yaml
-from conftest import EXAMPLES, FIXTURES, ROOT
-from helpers import run_cli
-from kube_fixtures import APISERVER
+from support.cli import run_cli
+from support.kube_fixtures import APISERVER
+from support.paths import EXAMPLES, FIXTURES, ROOT
 
 from trainadmit.cluster.live import WATCHED
 
@@ -37,7 +37,7 @@ def _ci_kubeconfig(cp, tmp_path):
 
 def _snapshot(cp, directory) -> list[str]:
     """The lists a view needs and the served API groups, as the apiserver returns them (typed lists)."""
-    from controlplane import KubeError
+    from support.controlplane import KubeError
 
     files = []
     for i, w in enumerate(WATCHED):

@@ -10,9 +10,9 @@ import socket
 import threading
 
 import pytest
-from controlplane import ControlPlane, KubeError, wait_until
-from helpers import job
-from kube_fixtures import APISERVER, SYSTEM_NS, delete_budget_quotas, gpu_node
+from support.builders import job
+from support.controlplane import ControlPlane, KubeError, wait_until
+from support.kube_fixtures import APISERVER, SYSTEM_NS, delete_budget_quotas, gpu_node
 
 from trainadmit.cluster.live import LiveCluster
 from trainadmit.engine import Request, decide, load_policy
@@ -28,7 +28,7 @@ def _core(api_client):
 
 
 def _policy():
-    from conftest import POLICIES
+    from support.paths import POLICIES
 
     return load_policy(POLICIES)
 
@@ -230,7 +230,7 @@ def test_only_the_lease_holder_reconciles_and_a_stale_lease_is_taken_over(webhoo
 def test_serve_reconcile_runs_both_elected_loops_as_the_service_account(webhook, cluster, tmp_path):
     """`serve --reconcile` as deploy/ runs it: the PodGroup reconciler and the preflight status loop each
     take their Lease, as deploy/'s ServiceAccount, under the Pod's name."""
-    from server_util import Server, issue_certs
+    from support.server import Server, issue_certs
 
     from trainadmit.cluster.lease import PREFLIGHT_STATUS_LEASE, RECONCILER_LEASE
 

@@ -14,11 +14,12 @@ from __future__ import annotations
 import copy
 
 import pytest
-from conftest import FIXTURES, load_yaml
-from controlplane import KubeError, job_pod, wait_until
-from helpers import with_gpus
-from kube_compare import check_records, save_snapshot, submit
-from kube_fixtures import APISERVER, RENDER_NS
+from support.builders import with_gpus
+from support.controlplane import KubeError, job_pod, wait_until
+from support.kube_compare import check_records, save_snapshot, submit
+from support.kube_fixtures import APISERVER, RENDER_NS
+from support.manifests import load_yaml
+from support.paths import FIXTURES
 from test_gpu_sources import dra_job, eight_gpus, trainjob
 
 pytestmark = APISERVER

@@ -29,13 +29,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import suite_processes
 import yaml
-from conftest import ROOT
-from controlplane import ASSETS_ENV, ControlPlane, KubeHTTP, assets_from_env
-from kube_fixtures import OPERATOR_CRDS, SKIP_REASON
-from pool_nodes import create_nodes, domains
-from server_util import free_port, wait_until
+from support import suite_processes
+from support.controlplane import ASSETS_ENV, ControlPlane, KubeHTTP, assets_from_env
+from support.kube_fixtures import OPERATOR_CRDS, SKIP_REASON
+from support.paths import ROOT
+from support.pool_nodes import create_nodes, domains
+from support.server import free_port, wait_until
 
 from trainadmit.engine import load_policy
 

@@ -1,6 +1,6 @@
 """Operator custom resources through a real kube-apiserver with the operators' own CRDs installed.
 
-Every operator example (tests/test_operators.py's corpus, made into GPU jobs) is submitted under the
+Every operator example (tests/workloads/test_operators.py's corpus, made into GPU jobs) is submitted under the
 bundled policy, and one example of each kind under each other policy phase (the gang backends): the
 apiserver must store exactly what `trainadmit check` predicts (its structural
 schema prunes any field a CRD does not declare, so an injection the operator's CRD cannot hold shows
@@ -19,15 +19,15 @@ from __future__ import annotations
 import copy
 
 import pytest
-from controlplane import KubeError
-from kube_compare import Outcome, check_records, render, save_snapshot, submit
-from kube_fixtures import APISERVER, OPERATOR_CRDS, PHASES, RENDER_NS
+from support.controlplane import KubeError
+from support.kube_compare import Outcome, check_records, render, save_snapshot, submit
+from support.kube_fixtures import APISERVER, OPERATOR_CRDS, PHASES, RENDER_NS
 from test_operators import CUSTOM_RESOURCES, gpu_job
 
 from trainadmit.engine.workloads import workload_of
 
 pytestmark = APISERVER
-NAMESPACE = "team-nlp"  # where tests/test_operators.py's gpu_job puts every example
+NAMESPACE = "team-nlp"  # where tests/workloads/test_operators.py's gpu_job puts every example
 
 CRD_FILES = ("kubeflow-training-operator-v1/crds/kubeflow.org_pytorchjobs.yaml",
              "kubeflow-training-operator-v1/crds/kubeflow.org_tfjobs.yaml",

@@ -13,9 +13,9 @@ from __future__ import annotations
 import copy
 
 import pytest
-from controlplane import KubeError, wait_until
-from kube_fixtures import OUTCOME
-from outcome import FITS, JOB_NAME_LABEL, all_bound, gpu_job, scene, submit
+from support.controlplane import KubeError, wait_until
+from support.kube_fixtures import OUTCOME
+from support.outcome import FITS, JOB_NAME_LABEL, all_bound, gpu_job, scene, submit
 
 pytestmark = OUTCOME
 

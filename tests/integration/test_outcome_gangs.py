@@ -19,8 +19,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from kube_fixtures import OUTCOME
-from outcome import (
+from support.kube_fixtures import OUTCOME
+from support.outcome import (
     CORDONED,
     FITS,
     JOB_NAME_LABEL,

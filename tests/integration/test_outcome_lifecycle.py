@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import json
 
-from conftest import FIXTURES, load_yaml
-from controlplane import wait_until
-from helpers import with_gpus
-from kube_fixtures import OPERATOR_CRDS, OUTCOME
-from outcome import (
+from support.builders import with_gpus
+from support.controlplane import wait_until
+from support.kube_fixtures import OPERATOR_CRDS, OUTCOME
+from support.manifests import load_yaml
+from support.outcome import (
     FITS,
     JOB_NAME_LABEL,
     LEVEL,
@@ -25,6 +25,7 @@ from outcome import (
     scene,
     submit,
 )
+from support.paths import FIXTURES
 from test_preflight_status import after, preflight_status
 
 pytestmark = OUTCOME

@@ -12,10 +12,9 @@ import copy
 import re
 import time
 
-from conftest import EXAMPLES, FIXTURES, load_yaml, write_policy
-from controlplane import wait_until
-from helpers import job
-from kube_fixtures import (
+from support.builders import job
+from support.controlplane import wait_until
+from support.kube_fixtures import (
     APISERVER,
     EXTRA_POLICY,
     OPERATOR_CRDS,
@@ -25,6 +24,9 @@ from kube_fixtures import (
     reconciling_server,
     webhooks_removed,
 )
+from support.manifests import load_yaml
+from support.paths import EXAMPLES, FIXTURES
+from support.policies import write_policy
 from test_reports import problems
 
 from trainadmit.engine import load_policy

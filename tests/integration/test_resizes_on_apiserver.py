@@ -14,9 +14,10 @@ import json
 import subprocess
 
 import pytest
-from controlplane import KubeError
-from helpers import job, run_cli
-from kube_fixtures import APISERVER, BARE_NS
+from support.builders import job
+from support.cli import run_cli
+from support.controlplane import KubeError
+from support.kube_fixtures import APISERVER, BARE_NS
 
 pytestmark = APISERVER
 

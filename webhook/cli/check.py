@@ -2,7 +2,7 @@
 
 Run per file by pre-commit hooks and CI steps, so its start-up counts: this module imports the
 engine, the manifest reader and the renderers only (never the web server, metrics, the Kubernetes
-client or certificate code; `tests/test_check_imports.py` holds it to that), takes the validated
+client or certificate code; `tests/cli/test_check_imports.py` holds it to that), takes the validated
 policy set from the policy cache when the same policy was validated before (no pydantic), and
 imports the cluster snapshot reader and `--explain` only when asked. Objects are read, decided
 and written one at a time, so memory stays flat however many manifests there are. Where the cluster

@@ -5,7 +5,7 @@ Why: with ``indent`` set, the standard library encodes in pure Python through ne
 output. Here dicts, lists, str, int, bool, None and float are written straight into one list of
 parts, strings through the standard library's own C string encoder; a value holding anything else
 (a key that is not a str, a str or int subclass, a reference cycle) is given to ``json.dumps`` whole,
-so its result and its errors are the standard library's. ``tests/test_check_fastjson.py`` compares
+so its result and its errors are the standard library's. ``tests/cli/test_check_fastjson.py`` compares
 the two on decisions and on generated data.
 """
 

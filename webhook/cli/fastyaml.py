@@ -16,7 +16,7 @@ them). Here:
   memoized in C (``functools.lru_cache``), and the loader's path-resolver hooks, which do nothing
   without path resolvers (the safe classes have none; ``_hooks_are_noops`` checks), are C no-ops.
 
-``tests/test_check_fastyaml.py`` holds both to PyYAML: the same data and errors from every YAML and
+``tests/cli/test_check_fastyaml.py`` holds both to PyYAML: the same data and errors from every YAML and
 JSON file of the project and from YAML written to hit each hand-back, and the same bytes as
 ``yaml.dump_all`` with libyaml's dumper for those files, mutated Jobs and generated data.
 """

@@ -2,7 +2,7 @@
 
 deploy/base/rbac.yaml grants exactly the union of these, of ``live.PERMISSIONS`` (the cluster
 view, workloads included), ``preflight_status.PERMISSIONS`` and ``certs.incluster.PERMISSIONS`` (the
-certificate controller): tests/test_deploy.py compares the rendered rules with them, and the integration
+certificate controller): tests/project/test_deploy.py compares the rendered rules with them, and the integration
 tier runs the server as its ServiceAccount against a real authorizer. The reconciler's are here: the
 PodGroups, the budgets' ResourceQuotas (``budget.PERMISSIONS``) and the reports
 (``report_writer.PERMISSIONS``).

@@ -6,7 +6,7 @@ Nodes, ResourceQuotas and every kind a decision may name), read with the same pa
 --cluster` with a saved snapshot of the same cluster answer alike; a kind whose CRD is not installed
 counts as not served. Read-only: ``PERMISSIONS`` is all it calls (``list``; discovery is open to every
 authenticated user through ``system:discovery``), and deploy/ci/check-clusterrole.yaml grants exactly
-that to CI service accounts (tests/test_deploy.py compares them).
+that to CI service accounts (tests/project/test_deploy.py compares them).
 
 `trainadmit audit --kubeconfig` reads the same view (its lists include the handled workload kinds: what
 each namespace's workloads hold), then every workload page by page (``workloads``: one page in memory, not

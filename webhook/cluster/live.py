@@ -58,7 +58,7 @@ WATCHED: tuple[Watched, ...] = (
     *(Watched(k.plural, k.group, k.version, k in CORE_REFERENCE_KINDS, k) for k in REFERENCE_KINDS),
     *(Watched(k.source, k.group, k.version, k.group == "batch", workload=k, plural=k.plural) for k in WORKLOAD_KINDS),
 )
-# what the view needs from RBAC (deploy/base/rbac.yaml grants it; tests/test_deploy.py compares)
+# what the view needs from RBAC (deploy/base/rbac.yaml grants it; tests/project/test_deploy.py compares)
 PERMISSIONS: tuple[Permission, ...] = (
     *(Permission(w.group, w.name, ("list", "watch")) for w in WATCHED if w.workload is None),
     *(Permission(group, plural, ("list", "watch")) for group, plural in sorted({(w.group, w.resource) for w in WATCHED

@@ -8,7 +8,7 @@ declares:
   (the custom CEL rules) and runs on the object as received or as it will be stored.
 - ``after``: concerns whose writes its mutation reads (the preflight describes the container the others
   configured) or whose list it appends to; the registry runs mutations in an order that respects them,
-  and any order that does gives the same decision (``tests/test_concern_order.py``).
+  and any order that does gives the same decision (``tests/engine/test_concern_order.py``).
 
 Concerns never pass state to each other: what several of them must agree on is in the ``Plan``, computed
 before any mutation.

@@ -5,7 +5,7 @@ backend and method, which other gang mechanism it already carries, how its worke
 requested level, which of its templates run GPUs and get the pool's configuration, and which of the kind's
 fields hold its counts: each is decided here by one function, from the object as received, the resolved
 intent and the policy. Every concern then reads the plan and writes only its own fields, so no concern's
-answer depends on which one ran before it (``tests/test_concern_order.py`` runs them in many orders).
+answer depends on which one ran before it (``tests/engine/test_concern_order.py`` runs them in many orders).
 
 The cluster it is for comes first (``plan_target``: the Kubernetes version, gates and gang backend, chosen
 from the policy and what the cluster serves, ``engine.target``): the gang, the colocation and the concerns

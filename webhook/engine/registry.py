@@ -2,7 +2,7 @@
 
 The one place that lists the concerns. The engine runs ``MUTATIONS`` and ``VALIDATIONS`` in this order;
 any other order that keeps each concern after the ones it declares in ``after`` gives the same decision
-(``tests/test_concern_order.py``), because concerns share nothing but the plan. ``RULES`` (id ->
+(``tests/engine/test_concern_order.py``), because concerns share nothing but the plan. ``RULES`` (id ->
 declaration) is what the policy loader checks ``Platform.spec.rules`` against, what `check --explain`
 cites and what the policy reference documents. ``READS`` is what the concerns that declare their reads
 read together: the engine decides on the object cut down to it (``reads.Projection``).

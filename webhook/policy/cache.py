@@ -11,7 +11,7 @@ Never stale: the file name is a SHA-256 over everything the validated set depend
 of every policy file (the loader's own file list, with the paths relative to the directory), the
 source of every module a policy's validation can read: ``grammars``, ``policy`` and ``engine``
 (the models, the loader, the engine facts a policy is checked against: rule ids, handled kinds;
-``tests/test_layout.py`` keeps those layers from importing anything above them), pydantic's
+``tests/project/test_layout.py`` keeps those layers from importing anything above them), pydantic's
 version, Python's version and this format.
 Any changed byte is a miss, and a miss loads and validates the directory with the caller's loader,
 as if there were no cache. Nothing is keyed on paths or times.
@@ -152,7 +152,7 @@ def model_behaviour(cls: type) -> tuple[dict[str, Any], list[str]]:
     """The members a policy model defines besides its fields and validators: (properties, methods).
 
     Properties are computed into the record; methods must come from a ``vocab`` mixin (the record
-    has those) or the record will not have them (``tests/test_check_policy_cache.py`` lists them)."""
+    has those) or the record will not have them (``tests/policy/test_check_policy_cache.py`` lists them)."""
     fields = set(getattr(cls, "model_fields", {}))
     validators = set()
     decorators = getattr(cls, "__pydantic_decorators__", None)

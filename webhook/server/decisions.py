@@ -21,7 +21,7 @@ objects) is never remembered. What a decision asked the cluster view (pool and d
 recorded with the answers, and a hit counts only when every answer is unchanged. Objects the key cannot
 hold safely (no usable name, a malformed value, anything but CREATE) are decided from scratch.
 
-``tests/test_decision_cache.py`` checks over generated objects, policies and cluster states that a
+``tests/server/test_decision_cache.py`` checks over generated objects, policies and cluster states that a
 remembered decision equals ``decide``'s, and that a built-in rule reading a field no other rule reads is
 served exactly as ``decide`` answers.
 """

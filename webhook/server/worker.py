@@ -31,7 +31,7 @@ Measured against the alternatives (gevent: no deadlines and no preemption, p99 5
 context built once per worker so certificate rotation stops; an asyncio front: heads and handshakes still
 unbounded) in the README's "Hardening" section. This subclass uses gthread internals (``TConn``,
 ``enqueue_req``, ``finish_request``, ``handle``, ``poller``, ``nr_conns``): gunicorn is pinned to 27.x and
-tests/test_server_hardening.py runs slow clients against it.
+tests/server/test_server_hardening.py runs slow clients against it.
 """
 
 from __future__ import annotations

@@ -325,7 +325,7 @@ class Adapter:
     # gang backend id (BACKEND_IDS) -> how this kind joins that backend's gang
     gangs: dict[str, Gang] = {}
     # where the pod templates are, as path patterns: "*" any map value, "[]" any list item; the webhook
-    # configuration's matchConditions are generated from them (tests/test_operators.py checks that every
+    # configuration's matchConditions are generated from them (tests/workloads/test_operators.py checks that every
     # template ``templates()`` finds is an instance of one)
     template_patterns: tuple[Path, ...] = ()
     # a label every Pod of the workload carries, to select them all for topology colocation; None:

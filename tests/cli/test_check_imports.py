@@ -1,0 +1,57 @@
+"""`trainadmit check` imports only what checking needs: it runs per file in pre-commit hooks and CI
+steps, where every import is paid on every call. Real program runs (a fresh interpreter each, as
+the console script starts one) report the modules they loaded; a heavy module that creeps back onto
+the check path fails here. With the policy cache warm, not even pydantic is loaded."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from support.cli import loaded, program_modules
+from support.paths import EXAMPLES, FIXTURES, POLICIES
+
+NEVER = ("kubernetes", "flask", "werkzeug", "gunicorn", "prometheus_client", "cryptography", "jinja2", "urllib3",
+         "requests", "http.server", "ssl", "trainadmit.server", "trainadmit.certs", "trainadmit.cluster.live",
+         "trainadmit.cluster.kube", "trainadmit.cluster.lease", "trainadmit.cluster.reconciler",
+         "trainadmit.authoring")
+# pydantic validates a policy the cache has not seen (and imports shutil, as argparse's help does)
+WARM_NEVER = ("pydantic", "pydantic_core", "trainadmit.policy.models", "shutil")
+
+def check_modules(cache_dir, *args: str) -> tuple[int, str, set[str]]:
+    return program_modules("check", "-p", str(POLICIES), *args, env={"TRAINADMIT_CACHE_DIR": str(cache_dir)})
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    cache_dir = tmp_path_factory.mktemp("cache")
+    llama = str(EXAMPLES / "llama-pretrain.yaml")
+    return {
+        "cold": check_modules(cache_dir, llama, "-o", "yaml"),
+        "warm": check_modules(cache_dir, llama),
+        "warm-cluster-json": check_modules(cache_dir, str(EXAMPLES), "-o", "json",
+                                           "--cluster", str(FIXTURES / "apiserver" / "nodes-list.json")),
+    }
+
+
+def test_the_runs_really_checked(runs):
+    assert runs["cold"][0] == 0 and "kind: Job" in runs["cold"][1]
+    assert runs["warm"][0] == 0 and "ADMITTED" in runs["warm"][1]
+    assert runs["warm-cluster-json"][0] == 1 and json.loads(runs["warm-cluster-json"][1])
+    assert "trainadmit.engine.decide" in runs["warm"][2]
+    assert "trainadmit.cluster.snapshot" in runs["warm-cluster-json"][2]  # --cluster reads the snapshot ...
+    assert "trainadmit.cluster.snapshot" not in runs["warm"][2]  # ... only when asked
+
+
+@pytest.mark.parametrize("run", ["cold", "warm", "warm-cluster-json"])
+def test_no_server_metrics_kubernetes_or_certificate_modules(runs, run):
+    assert loaded(runs[run][2], NEVER) == []
+
+
+@pytest.mark.parametrize("run", ["warm", "warm-cluster-json"])
+def test_with_the_policy_cache_warm_no_pydantic(runs, run):
+    assert loaded(runs[run][2], WARM_NEVER) == []
+
+
+def test_the_first_run_validates_with_pydantic(runs):
+    assert "pydantic" in runs["cold"][2]  # the cache is filled by a full validation

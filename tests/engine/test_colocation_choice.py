@@ -1,0 +1,98 @@
+"""The colocation method trainadmit chooses, and what it tells the user, per cluster the policy targets.
+
+The outcome tier (tests/integration/test_outcome_gangs.py) shows on the real kube-scheduler 1.36 why:
+required pod affinity leaves a native gang unscheduled for good when its first worker's best node is
+in a rack too small for all workers, and leaves workers without a gang partially started. These are
+the same decisions, in-process, on the Kubernetes documentation's Indexed Job asking for 4 whole
+H100 nodes in one rack.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import yaml
+from support.paths import FIXTURES
+from support.policies import BACKENDS, write_policy
+
+from trainadmit.engine import Request, decide, load_policy
+
+INDEXED_JOB = FIXTURES / "real-world" / "k8s-website-indexed-job.yaml"
+GATES_136 = ["GenericWorkload", "GangScheduling", "WorkloadWithJob"]
+
+
+def _job(**annotations: str) -> dict:
+    job = copy.deepcopy(yaml.safe_load(INDEXED_JOB.read_text()))
+    job["metadata"] = {"name": "indexed-job", "namespace": "team-nlp", "labels": {"owner": "nlp"},
+                       "annotations": {"trainadmit.io/topology": "rack", **annotations}}
+    job["spec"].update(parallelism=4, completions=4)
+    job["spec"]["template"]["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": 8}}
+    return job
+
+
+def _decide(tmp_path, platform: dict, job: dict | None = None):
+    policy = load_policy(write_policy(tmp_path / "policies", platform))
+    decision = decide(policy, Request(job or _job()))
+    assert decision.allowed, decision.violations
+    affinity = (decision.mutated["spec"]["template"]["spec"].get("affinity") or {}).get("podAffinity")
+    warnings = {w.rule: w for w in decision.warnings}
+    return decision, affinity, warnings
+
+
+def test_with_the_topology_gate_the_podgroup_carries_the_constraint_and_nothing_is_risked(tmp_path):
+    d, affinity, warnings = _decide(tmp_path, {"kubernetesVersion": "1.36",
+                                               "featureGates": [*GATES_136, "TopologyAwareWorkloadScheduling"],
+                                               **BACKENDS["native-podgroup"]})
+    assert affinity is None and "topology.colocation-risk" not in warnings
+    assert d.companions[0]["spec"]["schedulingConstraints"] == {"topology": [{"key": "topology.kubernetes.io/rack"}]}
+
+
+def test_without_the_topology_gate_a_native_gang_gets_no_pod_affinity_and_a_warning_saying_why(tmp_path):
+    d, affinity, warnings = _decide(tmp_path, {"kubernetesVersion": "1.36", "featureGates": GATES_136,
+                                               **BACKENDS["native-podgroup"]})
+    assert affinity is None and "schedulingConstraints" not in d.companions[0]["spec"]
+    risk = warnings["topology.colocation-risk"]
+    assert risk.path == 'metadata.annotations["trainadmit.io/topology"]'
+    assert "may span racks" in risk.message and "wait for good" in risk.message
+    assert "TopologyAwareWorkloadScheduling in Platform.spec.featureGates" in risk.hint and "any" in risk.hint
+
+
+@pytest.mark.parametrize("platform", [
+    {"kubernetesVersion": "1.36", "featureGates": GATES_136,
+     "gang": {**BACKENDS["native-podgroup"]["gang"], "topologyMethod": "podAffinity"}},
+    BACKENDS["coscheduling"], BACKENDS["volcano"],
+], ids=["native-podAffinity", "coscheduling", "volcano"])
+def test_pod_affinity_is_kept_where_chosen_or_the_only_method_and_its_risk_is_said(tmp_path, platform):
+    _, affinity, warnings = _decide(tmp_path, platform)
+    assert affinity["requiredDuringSchedulingIgnoredDuringExecution"][0]["topologyKey"] == "topology.kubernetes.io/rack"
+    risk = warnings["topology.colocation-risk"]
+    assert "the gang may never start although another rack fits them" in risk.message
+
+
+def test_without_a_gang_the_risk_named_is_workers_holding_gpus(tmp_path):
+    job = _job(**{"trainadmit.io/gang": "false"})
+    _, _, warnings = _decide(tmp_path, BACKENDS["coscheduling"], job)
+    assert "the workers that fit start and hold their GPUs" in warnings["topology.colocation-risk"].message
+
+
+def test_topology_any_and_an_explicit_none_are_not_warned(tmp_path):
+    _, affinity, warnings = _decide(tmp_path, BACKENDS["coscheduling"], _job(**{"trainadmit.io/topology": "any"}))
+    assert affinity is None and "topology.colocation-risk" not in warnings
+    (tmp_path / "none").mkdir()
+    _, affinity, warnings = _decide(tmp_path / "none", {"gang": {**BACKENDS["coscheduling"]["gang"],
+                                                                  "topologyMethod": "none"}})
+    assert affinity is None and "topology.colocation-risk" not in warnings
+
+
+def test_a_136_policy_without_gang_scheduling_is_told_the_gang_is_not_enforced(tmp_path):
+    """Measured on kube-scheduler 1.36.2 with only GenericWorkload: a PodGroup of minCount 4 and 3
+    fitting nodes had 3 Pods bound while the PodGroup said Scheduled."""
+    _, _, warnings = _decide(tmp_path, {"kubernetesVersion": "1.36", "featureGates": ["GenericWorkload"],
+                                        **BACKENDS["native-podgroup"]})
+    gap = warnings["gang.cluster-support"]
+    assert "GangScheduling" in gap.message and "starts partially" in gap.message
+    (tmp_path / "137").mkdir()  # merged into GenericWorkload in 1.37: not asked for there
+    _, _, warnings = _decide(tmp_path / "137", {"featureGates": ["GenericWorkload", "TopologyAwareWorkloadScheduling"],
+                                                **BACKENDS["native-podgroup"]})
+    assert "gang.cluster-support" not in warnings
