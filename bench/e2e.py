@@ -3,7 +3,7 @@
 Run: KUBEBUILDER_ASSETS=.venv/k8s-assets .venv/bin/python bench/e2e.py [--clients 10] [--jobs 300] [--rounds 2]
 
 Starts the integration tier's control plane (etcd + kube-apiserver from ``$KUBEBUILDER_ASSETS``, see
-the README's "Integration tier"), installs deploy/'s namespace, RBAC and PriorityClasses and the same
+docs/testing.md), installs deploy/'s namespace, RBAC and PriorityClasses and the same
 cluster the tier decides against (64 H100 nodes in 4 racks, claims, the RDMA network, the gang
 backends' CRDs), and runs ``trainadmit serve --cluster-live --enable-noop`` as production does
 (gunicorn, TLS, 2 workers) with the bundled policies retargeted at coscheduling on this 1.36

@@ -9,7 +9,7 @@ carrying the object. ``decide`` is the whole engine from scratch: match, resolve
 validate, serialize the patch. ``cache`` is what the server runs (``server.decisions.DecisionCache``):
 the same decision remembered per policy generation, for a stream of Jobs of one shape under 64
 different names (each call a hit after the first 64; custom CEL rules still run on every object
-unless the fields they read repeat). Cases: 16 workers with 1 or 16 containers (the README's table), and the
+unless the fields they read repeat). Cases: 16 workers with 1 or 16 containers (the table in docs/performance.md), and the
 flatness cases: 1 and 1,024 workers (the bundled pool grown to 2,048 nodes, so that all are admitted).
 """
 

@@ -1,4 +1,4 @@
-"""The benchmark scripts still run against the code they measure (their numbers are in the README)."""
+"""The benchmark scripts still run against the code they measure (their numbers are in docs/performance.md)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ sent in, the HTTP answer, its log records and metric facts out, without Flask or
 
 The reviews are the captured ones (tests/fixtures/admission-reviews: a real kube-apiserver 1.36.2); the
 expectations are the submitted Job's (tests/fixtures/admission-reviews/submitted-job.yaml: 4 workers of 8
-GPUs on h100-ib, rack topology, dataset c4, priority high) as the README's injection table states them.
+GPUs on h100-ib, rack topology, dataset c4, priority high) as docs/injections.md's table states them.
 """
 
 from __future__ import annotations

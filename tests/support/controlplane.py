@@ -12,7 +12,7 @@ Terminating (use a fresh namespace per test), and Pod/Node status only changes w
 
 Dependencies: stdlib, ``cryptography``, ``PyYAML``, ``urllib3`` (a dependency of ``kubernetes``), and
 ``kubernetes`` only for :meth:`ControlPlane.api_client`. What these binaries do without controllers
-(and the flags the tier uses) is summed up in the README's "Integration tier" section; this module knows
+(and the flags the tier uses) is summed up in docs/testing.md; this module knows
 nothing about trainadmit (tests/support/kube_fixtures.py does). Raw REST (:class:`KubeHTTP`) is used for
 everything else because it does not depend on the generated client's internals (``ApiClient.call_api``
 changed its signature in kubernetes 37), supports several ``Impersonate-Group`` headers, dry-run and

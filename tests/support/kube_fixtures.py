@@ -54,8 +54,8 @@ APISERVER = pytest.mark.xdist_group("apiserver")
 # compacting etcd (ControlPlane.compact_etcd) instead of starting a second apiserver.
 SUITE_APISERVER_ARGS = ["--feature-gates=GenericWorkload=true", "--runtime-config=scheduling.k8s.io/v1alpha2=true",
                         "--disable-admission-plugins=TaintNodesByCondition", "--watch-cache-sizes=nodes#0"]
-SKIP_REASON = (f"{ASSETS_ENV} is not set: no kube-apiserver/etcd for the integration tier (see the README's "
-               f"\"Integration tier\": export {ASSETS_ENV}=<folder with kube-apiserver and etcd>)")
+SKIP_REASON = (f"{ASSETS_ENV} is not set: no kube-apiserver/etcd for the integration tier (see docs/testing.md: "
+               f"export {ASSETS_ENV}=<folder with kube-apiserver and etcd>)")
 DEPLOY = ROOT / "deploy" / "base"
 OPERATOR_CRDS = FIXTURES / "operators"
 SYSTEM_NS = "trainadmit-system"
@@ -338,8 +338,7 @@ GANG_FEATURES = ClusterFeatures(
     runtime_config=("scheduling.k8s.io/v1alpha2=true",))
 OUTCOME = pytest.mark.xdist_group("outcome-gang")
 OUTCOME_SKIP_REASON = (f"{ASSETS_ENV} has no kube-scheduler and kube-controller-manager: the outcome tier needs Pods "
-                       "made by the real Job controller and bound by the real scheduler (see the README's "
-                       "\"Integration tier\")")
+                       "made by the real Job controller and bound by the real scheduler (see docs/testing.md)")
 # the gates each outcome phase declares in Platform.spec.featureGates: what trainadmit is told the cluster runs
 OUTCOME_GATES = ["GenericWorkload", "GangScheduling", "WorkloadWithJob"]
 OUTCOME_PHASES: dict[str, dict] = {

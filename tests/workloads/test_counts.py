@@ -19,7 +19,7 @@ from support.paths import FIXTURES
 
 from trainadmit.engine import Request, decide
 
-# kind, public example, a count field it has (as the README's resize table names them), its printed path
+# kind, public example, a count field it has (as docs/workloads.md's resize table names them), its printed path
 COUNTS = [
     ("Job", "real-world/k8s-website-indexed-job.yaml", ("spec", "parallelism"), "spec.parallelism"),
     ("Job", "real-world/k8s-website-indexed-job.yaml", ("spec", "completions"), "spec.completions"),

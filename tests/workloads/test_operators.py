@@ -386,7 +386,7 @@ def test_the_readme_operator_table_is_generated_from_the_adapters():
 
     from trainadmit.authoring.operators import BEGIN, END, operator_table_markdown
 
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "workloads.md").read_text()
     assert text[text.index(BEGIN):text.index(END) + len(END)] + "\n" == operator_table_markdown()
 
 
@@ -395,7 +395,7 @@ def test_the_readme_resize_table_is_generated_from_the_adapters():
 
     from trainadmit.authoring.operators import RESIZE_BEGIN, RESIZE_END, resize_table_markdown
 
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "workloads.md").read_text()
     assert text[text.index(RESIZE_BEGIN):text.index(RESIZE_END) + len(RESIZE_END)] + "\n" == resize_table_markdown()
 
 

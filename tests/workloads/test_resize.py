@@ -5,7 +5,7 @@ job), created through the engine as the apiserver would store it, then resized t
 it: through the kind's own count field (a Job's parallelism, a PyTorchJob's Worker.replicas, a RayCluster's
 workerGroupSpecs[].replicas, a JobSet's replicatedJobs[].replicas, a LeaderWorkerSet's replicas, a
 TrainJob's numNodes). The expected decisions are written down here from the policy (racks of 16 H100
-nodes of 8 GPUs) and from each backend's documented behaviour on a resize (README, "Resizes, counts and
+nodes of 8 GPUs) and from each backend's documented behaviour on a resize (docs/workloads.md, "Resizes, counts and
 workers").
 """
 

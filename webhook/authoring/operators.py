@@ -1,4 +1,4 @@
-"""The README's operator tables, generated from the workload adapters: per kind, where trainadmit writes
+"""The operator tables of docs/workloads.md, generated from the workload adapters: per kind, where trainadmit writes
 each concern and which key the kind's operator reads for each gang backend; and what a resize does."""
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ The library keeps every call of a Python host function (``quantity()`` and the o
 functions below): cel-expr-python 0.1.3 never releases the argument tuple it builds for the call, the
 Python values it converts the arguments to, or the value the function returns. Nothing else of an
 evaluation is kept (neither the activation nor the object). ``kept_bytes()`` counts what has been kept
-in this process, so that a server process can be replaced before it adds up; README "Hardening".
+in this process, so that a server process can be replaced before it adds up; docs/server.md, "Hardening".
 """
 
 from __future__ import annotations

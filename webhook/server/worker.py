@@ -29,7 +29,7 @@ So, in the worker's existing selector loop (the main thread), without a thread p
 
 Measured against the alternatives (gevent: no deadlines and no preemption, p99 5-10x at 8 connections, TLS
 context built once per worker so certificate rotation stops; an asyncio front: heads and handshakes still
-unbounded) in the README's "Hardening" section. This subclass uses gthread internals (``TConn``,
+unbounded) in the "Hardening" section of docs/server.md. This subclass uses gthread internals (``TConn``,
 ``enqueue_req``, ``finish_request``, ``handle``, ``poller``, ``nr_conns``): gunicorn is pinned to 27.x and
 tests/server/test_server_hardening.py runs slow clients against it.
 """
@@ -59,7 +59,7 @@ from .memory import LargeRequestTrimmer
 _WOULD_BLOCK = (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError, InterruptedError)
 # Request threads compute (CEL, patches) while others wait for the GIL to read a socket or answer; the
 # default 5 ms switch interval made a normal review wait behind large ones (probe p50 84 -> 49 ms with 8
-# clients sending 2.7 MB reviews, README "Hardening").
+# clients sending 2.7 MB reviews, docs/server.md, "Hardening").
 SWITCH_INTERVAL = 0.0005
 # After a response with "Connection: close": how long the client's remaining bytes are drained before the
 # close (gunicorn's own close_graceful waits as long; an upload refused early drains for linger_timeout)

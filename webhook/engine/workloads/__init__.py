@@ -1,7 +1,7 @@
 """Workload adapters: one module per kind, and the lookup from (apiVersion, kind) to its adapter.
 
 Adding a kind is one module (its templates, Pod counts, gang per backend, child labels) plus its
-line below and its tests; the engine, the webhook configuration test and the README's operator table
+line below and its tests; the engine, the webhook configuration test and the operator table of docs/workloads.md
 read this list."""
 
 from __future__ import annotations

@@ -187,7 +187,7 @@ class GangFields:
     queue_crd_default: str | None = None
     priority: Path | None = None  # PriorityClass name
     switch: tuple[Path, str] | None = None  # a key that turns the operator's gang on, and its value
-    reads: str = ""  # for the README: which operator setting makes it act on these fields
+    reads: str = ""  # for docs/workloads.md: which operator setting makes it act on these fields
 
 
 class Follow(StrEnum):
