@@ -46,32 +46,3 @@ def with_gpus(obj: dict, gpus: int = 8) -> dict:
 
 def rules_of(decision) -> set[str]:
     return {v.rule for v in decision.violations}
-
-
-class CliResult:
-    def __init__(self, returncode: int, stdout: str, stderr: str):
-        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
-
-
-def run_cli(*args: str, stdin: str | None = None) -> CliResult:
-    """`trainadmit ARGS` in this process (the logic under test is the same; a process start is not):
-    stdout, stderr and the exit code, as a subprocess would give them. A few tests still start the
-    real program (`python -m trainadmit.cli`, and the installed wheel in test_packaging)."""
-    import contextlib
-    import io
-    import sys
-
-    from trainadmit.cli.main import main
-
-    out, err = io.StringIO(), io.StringIO()
-    old_stdin = sys.stdin
-    sys.stdin = io.StringIO(stdin or "")
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                code = main(list(args))
-            except SystemExit as exc:  # argparse errors
-                code = exc.code if isinstance(exc.code, int) else 2
-    finally:
-        sys.stdin = old_stdin
-    return CliResult(code, out.getvalue(), err.getvalue())
