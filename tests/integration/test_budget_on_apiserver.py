@@ -16,8 +16,6 @@ each Pod to the quota itself, atomically, which is what makes it exact across re
 
 from __future__ import annotations
 
-import contextlib
-import socket
 import threading
 
 import pytest
@@ -35,6 +33,7 @@ from support.kube_fixtures import (
     webhooks_removed,
 )
 from support.policies import write_policy
+from support.tcp_proxy import TcpProxy
 
 from trainadmit.cluster.budget import BUDGET_NAME
 
@@ -76,44 +75,6 @@ def _admitted_dry_run(http, obj: dict) -> bool:
     except KubeError:
         return False
     return True
-
-
-class RoundRobin:
-    """One address in front of two webhook replicas, as a Service is: each new connection goes to the next."""
-
-    def __init__(self, ports: list[int]):
-        self.ports, self.next = ports, 0
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.socks: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            port = self.ports[self.next % len(self.ports)]
-            self.next += 1
-            upstream = socket.create_connection(("127.0.0.1", port))
-            self.socks += [client, upstream]
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
-
-    @staticmethod
-    def _pipe(a: socket.socket, b: socket.socket) -> None:
-        with contextlib.suppress(OSError):
-            while data := a.recv(65536):
-                b.sendall(data)
-        with contextlib.suppress(OSError):
-            b.shutdown(socket.SHUT_WR)
-
-    def close(self) -> None:
-        self.listener.close()
-        for s in self.socks:
-            with contextlib.suppress(OSError):
-                s.close()
 
 
 def _at_once(http, objs: list[dict]) -> list[dict | KubeError]:
@@ -160,7 +121,7 @@ def test_two_jobs_at_the_same_instant_through_two_replicas_and_the_quota_that_st
     try:
         for replica in replicas:
             replica.wait_ready(timeout=60)  # each with its own live view, synced
-        front = RoundRobin([r.port for r in replicas])
+        front = TcpProxy(*(r.port for r in replicas))  # one address in front of both, as a Service is
         with reconciling_server(cp, policy_dir, webhook.kubeconfig, tmp_path / "reconciler", "budget-reconciler"):
             quota = wait_until(lambda: http.get("v1", "ResourceQuota", BUDGET_NAME, BUDGET_NS), timeout=60,
                                what="the budget's ResourceQuota")
@@ -217,6 +178,6 @@ def test_two_jobs_at_the_same_instant_through_two_replicas_and_the_quota_that_st
         for obj in reversed(created):
             http.delete(obj, propagation="Background")
         if front is not None:
-            front.close()
+            front.cut()
         for replica in replicas:
             replica.stop()

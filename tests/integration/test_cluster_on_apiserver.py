@@ -4,15 +4,14 @@ with two Lease-elected replicas, and deploy/'s RBAC evaluated by the real author
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
-import socket
 import threading
 
 import pytest
 from support.builders import job
 from support.controlplane import ControlPlane, KubeError, wait_until
 from support.kube_fixtures import APISERVER, SYSTEM_NS, delete_budget_quotas, gpu_node
+from support.tcp_proxy import TcpProxy
 
 from trainadmit.cluster.live import LiveCluster
 from trainadmit.engine import Request, decide, load_policy
@@ -99,44 +98,6 @@ def test_a_watch_from_a_compacted_resource_version_relists(control_plane, cluste
         stop.set()
 
 
-class Proxy:
-    """A TCP proxy to the apiserver that a test can stall (keep connections, forward nothing) or cut."""
-
-    def __init__(self, port: int):
-        self.target = port
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.stalled = threading.Event()
-        self.conns: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            upstream = socket.create_connection(("127.0.0.1", self.target))
-            self.conns += [client, upstream]
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
-
-    def _pipe(self, a: socket.socket, b: socket.socket) -> None:
-        try:
-            while data := a.recv(65536):
-                if not self.stalled.is_set():
-                    b.sendall(data)
-        except OSError:
-            pass
-
-    def cut(self) -> None:
-        self.listener.close()
-        for c in self.conns:
-            with contextlib.suppress(OSError):
-                c.shutdown(socket.SHUT_RDWR)
-            c.close()
-
-
 def _client_via(cp: ControlPlane, port: int):
     api = cp.api_client()
     api.configuration.host = f"https://127.0.0.1:{port}"
@@ -145,7 +106,7 @@ def _client_via(cp: ControlPlane, port: int):
 
 
 def test_a_view_whose_apiserver_goes_away_turns_stale_and_decisions_ignore_it(control_plane, cluster):
-    proxy = Proxy(control_plane.port)
+    proxy = TcpProxy(control_plane.port)
     view = LiveCluster(_core(_client_via(control_plane, proxy.port)), log=lambda m: None, watch_timeout=1,
                        max_age=2.0)
     stop = threading.Event()
@@ -166,7 +127,7 @@ def test_a_view_whose_apiserver_goes_away_turns_stale_and_decisions_ignore_it(co
 
 
 def test_a_stalled_watch_hits_its_read_timeout(control_plane, cluster):
-    proxy = Proxy(control_plane.port)
+    proxy = TcpProxy(control_plane.port)
     view = LiveCluster(_core(_client_via(control_plane, proxy.port)), log=lambda m: None, watch_timeout=60,
                        read_timeout=0.5)
     rv = view.list_all("nodes")
