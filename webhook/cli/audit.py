@@ -382,17 +382,13 @@ def _audit(args: argparse.Namespace, source, policy, policy_dir: str) -> int:
 
 
 def add_parser(sub, run) -> None:
-    from .common import path_arg
+    from .common import add_cluster_args, path_arg
 
     audit = sub.add_parser("audit", help="re-decide the training workloads already in a cluster (or saved lists)")
     audit.add_argument("files", nargs="*", metavar="FILE", type=path_arg,
                        help="saved lists (`kubectl get ... -A -o json`), directories, or - for stdin; not with "
                        "--kubeconfig")
-    audit.add_argument("--kubeconfig", metavar="FILE",
-                       help="read a live cluster instead, read-only (cluster.listed.AUDIT_PERMISSIONS); "
-                       "--kubeconfig= (empty) takes the Pod's service account, else $KUBECONFIG or ~/.kube/config")
-    audit.add_argument("--context", help="the kubeconfig context of that cluster (implies the live cluster; "
-                       "default: the kubeconfig's current context)")
+    add_cluster_args(audit, "cluster.listed.AUDIT_PERMISSIONS")
     audit.add_argument("-p", "--policy", type=path_arg,
                        help="the policy to judge by (default: with --kubeconfig the served one, --served-policy; "
                        f"else $TRAINADMIT_POLICY_DIR or {DEFAULT_POLICY_DIR})")

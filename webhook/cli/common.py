@@ -27,6 +27,16 @@ def path_arg(text: str) -> str:
     return text
 
 
+def add_cluster_args(parser: argparse.ArgumentParser, reads: str) -> None:
+    """``--kubeconfig`` and ``--context``: a live cluster read read-only, the same for every command that reads
+    one (``reads`` says what it reads there)."""
+    parser.add_argument("--kubeconfig", metavar="FILE",
+                        help=f"read a live cluster instead, read-only ({reads}); --kubeconfig= (empty) takes the "
+                        "Pod's service account, else $KUBECONFIG or ~/.kube/config")
+    parser.add_argument("--context", help="the kubeconfig context of that cluster (implies the live cluster; "
+                        "default: the kubeconfig's current context)")
+
+
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 

@@ -18,7 +18,7 @@ from .. import __version__
 from ..grammars.preflight import COMMAND as PREFLIGHT
 from ..grammars.preflight import ENV_ROOT, TERMINATION_LOG
 from ..grammars.preflight import add_arguments as add_preflight_arguments
-from .common import DEFAULT_POLICY_DIR, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, path_arg
+from .common import DEFAULT_POLICY_DIR, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, add_cluster_args, path_arg
 from .streams import GuardedStdout, StdoutClosed, silence, stdout_usable
 
 
@@ -98,11 +98,7 @@ def _add_check(sub) -> None:
     check.add_argument("--cluster", action="append", metavar="SNAPSHOT", type=path_arg,
                        help="cluster snapshot: saved lists of nodes, resourcequotas, priorityclasses, pvc, "
                        "network-attachment-definitions, queues, localqueues, and `kubectl get --raw /apis`; repeatable")
-    check.add_argument("--kubeconfig", metavar="FILE",
-                       help="build the cluster view from a live cluster, read-only (the lists --cluster reads); "
-                       "--kubeconfig= (empty) takes the Pod's service account, else $KUBECONFIG or ~/.kube/config")
-    check.add_argument("--context", help="the kubeconfig context of that cluster (implies the live view; default: "
-                       "the kubeconfig's current context)")
+    add_cluster_args(check, "the lists --cluster reads, as the cluster view")
     check.add_argument("--old", metavar="FILE", type=path_arg,
                        help="the stored objects before the change: decide each input object as an UPDATE of the "
                        "old object with the same kind, namespace and name")
