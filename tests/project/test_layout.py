@@ -42,13 +42,14 @@ def _is_package(name: str) -> bool:
     return MODULES[name].name == "__init__.py"
 
 
-def _imports(name: str) -> set[str]:
-    """Absolute names this module imports, outside ``if TYPE_CHECKING:`` blocks."""
-    tree = ast.parse(MODULES[name].read_text())
+def _imports(name: str, type_only: bool = False, source: str | None = None) -> set[str]:
+    """Absolute names this module imports; those inside ``if TYPE_CHECKING:`` blocks only with ``type_only``
+    (a cycle through them is still a cycle: the modules cannot be read, typed or moved one without the other)."""
+    tree = ast.parse(MODULES[name].read_text() if source is None else source)
     found: set[str] = set()
     skip: set[int] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+        if not type_only and isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
             skip.update(id(n) for n in ast.walk(node))
     base = name if _is_package(name) else name.rsplit(".", 1)[0]
     for node in ast.walk(tree):
@@ -70,8 +71,8 @@ def _imports(name: str) -> set[str]:
     return found
 
 
-def _internal(name: str) -> set[str]:
-    return {m for m in _imports(name) if m in MODULES and m != name}
+def _internal(name: str, type_only: bool = False) -> set[str]:
+    return {m for m in _imports(name, type_only) if m in MODULES and m != name}
 
 
 def _layer(name: str) -> tuple[str, int] | None:
@@ -95,12 +96,34 @@ def test_dependencies_point_down(name):
         assert theirs[1] < mine[1] or theirs[0] == mine[0], f"{name} imports {target} from a layer above or beside"
 
 
-def test_no_import_cycles():
-    graph = {name: _internal(name) for name in MODULES}
+def _import_graph() -> dict[str, set[str]]:
+    """Module -> the project modules it imports, ``TYPE_CHECKING`` imports included."""
+    graph = {name: _internal(name, type_only=True) for name in MODULES}
     # a package's __init__ re-exporting its own modules is not a cycle through them
     for name in graph:
         if _is_package(name):
             graph[name] = {t for t in graph[name] if not t.startswith(name + ".")}
+    return graph
+
+
+def test_type_checking_imports_are_read_for_cycles():
+    source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .context import Context\n"
+    assert "trainadmit.engine.context" in _imports("trainadmit.engine.concern", type_only=True, source=source)
+    assert "trainadmit.engine.context" not in _imports("trainadmit.engine.concern", source=source)
+
+
+def test_no_import_cycles():
+    _assert_acyclic(_import_graph())
+
+
+def test_a_cycle_through_a_type_only_import_is_found():
+    graph = _import_graph()
+    graph["trainadmit.engine.rule"] = {*graph["trainadmit.engine.rule"], "trainadmit.engine.context"}
+    with pytest.raises(AssertionError, match="import cycle"):
+        _assert_acyclic(graph)
+
+
+def _assert_acyclic(graph: dict[str, set[str]]) -> None:
     state: dict[str, int] = {}
     stack: list[str] = []
 

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from ..engine.concerns.intent import MIG_PREFIX
+from ..engine.intent import MIG_PREFIX
 from ..engine.workloads import (
     ADAPTERS,
     OWNERS,

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from ..policy import PolicySet
 from ..policy.vocab import Action
 from .clusterview import ClusterView
-from .concerns.intent import Resolved
 from .decision import Injection, Source, Violation
 from .dra import listed_claims
+from .intent import Resolved
 from .network import claim_device_classes
 from .patch import Patcher
 from .paths import Path, field_path

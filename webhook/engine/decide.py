@@ -24,11 +24,11 @@ from typing import Any
 from ..policy import PolicySet
 from .clusterview import COMPANION_KINDS, ClusterView, NoCluster, Presence, ref_kind
 from .concerns import final_state, freshness
-from .concerns.intent import Resolved, gpu_resources_of, has_intent, resolve
 from .concerns.shape import MALFORMED, shape_problems
 from .context import Context
 from .decision import Decision, Violation
 from .demand import Demand, gpu_demand
+from .intent import Resolved, gpu_resources_of, has_intent, resolve
 from .patch import Patcher, replay
 from .plan import make_plan
 from .reads import projection

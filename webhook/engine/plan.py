@@ -41,7 +41,7 @@ from .backends import (
     native_podgroup_name,
 )
 from .clusterview import ClusterView
-from .concerns.intent import Resolved
+from .intent import Resolved
 from .network import Brought, ClaimClasses, brought_by, unknown_claims
 from .paths import Path, as_dict, field_path, get_path
 from .target import Target, choose

@@ -9,11 +9,11 @@ from __future__ import annotations
 from ...policy.vocab import Action
 from ..concern import Concern
 from ..context import Context
+from ..intent import gpu_request, unprovided
 from ..paths import as_dict
 from ..reads import Reads
 from ..rule import rule
 from ..workloads import PodTemplate, Workload, resource_count
-from .intent import gpu_request, unprovided
 
 SINGLE_TYPE = rule("gpu.single-type", Action.deny, "two GPU types in one workload, or not the pool's GPU type")
 REQUESTS_LIMITS = rule("gpu.requests-limits", Action.deny, "GPU requests without limits, or unequal to them")

@@ -17,12 +17,12 @@ from ..concern import Concern
 from ..context import Context
 from ..decision import Source
 from ..dra import pod_claims
+from ..intent import gpu_request
 from ..paths import Path
 from ..plan import NoGang
 from ..reads import Reads
 from ..rule import Resize, rule
 from ..workloads import GroupedGangs, PodTemplate, Workload, capable
-from .intent import gpu_request
 
 WHOLE_NODE = rule("topology.whole-node", Action.deny,
                   "a multi-pod Job whose GPUs per pod differ from the pool's per node", Resize.grow)
