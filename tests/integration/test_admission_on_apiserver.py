@@ -222,7 +222,7 @@ def test_a_gang_bigger_than_the_usable_part_of_a_rack_is_refused_naming_the_node
     # 9 fit once the cordons lift: admitted, with a warning that the gang would wait; 8 start now
     waits = http.create(job(name="canary-9", namespace=BARE_NS, workers=9, labels=labels))
     starts = http.create(job(name="canary-8", namespace=BARE_NS, workers=8, labels=labels))
-    logged = {x["name"]: x["rules"] for x in webhook.server.wait_log(
+    logged = {x["name"]: x["warned"] for x in webhook.server.wait_log(
         lambda x: x.get("event") == "decision" and x.get("webhook") == "mutate"
         and x.get("name") in ("canary-9", "canary-8"))}
     # (coscheduling colocates by pod affinity, which cannot guarantee one rack: said on every such gang)

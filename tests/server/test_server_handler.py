@@ -64,14 +64,14 @@ def test_validate_denies_what_the_mutating_webhook_did_not_touch(memo):
     result = answer(memo, "validate", raw("job-04-validate-Job-CREATE.json"))
     assert result.status == 200 and result.outcome == "denied"
     assert "final.not-mutated" in result.body["response"]["status"]["message"]
-    assert "final.not-mutated" in result.denied and result.records[-1]["rules"]
+    assert "final.not-mutated" in result.denied and "final.not-mutated" in result.records[-1]["denied"]
 
 
 def test_delete_and_subresources_pass_without_a_decision(memo):
     for name in ("job-16-mutate-Job-DELETE.json", "job-13-mutate-Job-UPDATE-status.json"):
         result = answer(memo, "mutate", raw(name))
         assert result.outcome == "allowed" and "patch" not in result.body["response"], name
-        assert result.records[-1]["rules"] == []
+        assert result.records[-1]["denied"] == result.records[-1]["warned"] == []
 
 
 def test_without_a_policy_nothing_is_admitted(memo):

@@ -9,10 +9,11 @@ until the first list of every required kind and the first discovery (``/version`
 
 Kinds a CRD adds (Multus networks, Volcano queues, Kueue local queues, the operators' workloads) are
 optional: a 404 on their list means the cluster does not serve them, which the engine reports as such
-(a workload kind that is not served has no workloads), and the list is retried every ``crd_recheck``
-seconds in case the CRD gets installed. Workloads are kept as the small records of
-``cluster.workloads`` (what each holds, for the namespace GPU budget), or whole for the reports
-writer (``keep_workloads``).
+(a workload kind that is not served has no workloads). A watch on APIServices (``api_watch``) wakes discovery
+whenever an API is added or removed, and a kind not served is listed as soon as discovery shows its
+group/version (within seconds of its CRD), else again after ``crd_recheck`` seconds. Workloads are kept as
+the small records of ``cluster.workloads`` (what each holds, for the namespace GPU budget), or whole for the
+reports writer (``keep_workloads``).
 
 Freshness: each kind records when it was last known current (a list completed, a watch opened, an
 event or bookmark arrived, a watch ended normally after its ``timeoutSeconds``). Watches carry a
@@ -30,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..engine.clusterview import CORE_REFERENCE_KINDS, REFERENCE_KINDS, RefKind
+from . import api_watch
 from .index import ClusterIndex
 from .kube import Permission
 from .workloads import WORKLOAD_KINDS, WorkloadIndex, WorkloadKind
@@ -62,7 +64,11 @@ WATCHED: tuple[Watched, ...] = (
 PERMISSIONS: tuple[Permission, ...] = (
     *(Permission(w.group, w.name, ("list", "watch")) for w in WATCHED if w.workload is None),
     *(Permission(group, plural, ("list", "watch")) for group, plural in sorted({(w.group, w.resource) for w in WATCHED
-                                                                              if w.workload is not None})))
+                                                                              if w.workload is not None})),
+    *api_watch.PERMISSIONS)
+# after an API changed, discovery is read again at these delays until it shows the change (it follows the
+# APIService within milliseconds on 1.36.2; an aggregated API may take longer to become available)
+DISCOVERY_RETRIES: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0)
 
 
 class ApiError(Exception):
@@ -116,7 +122,7 @@ class LiveCluster(ClusterIndex):
                  custom=None, max_age: float | None = None, read_timeout: float | None = None,
                  crd_recheck: float = 60.0, discovery_interval: float = 60.0,
                  clock: Callable[[], float] = time.monotonic, keep_workloads: bool = False,
-                 on_change: Callable[[str, str], None] | None = None):
+                 on_change: Callable[[str, str], None] | None = None, watch_apis: bool = True):
         super().__init__()
         self.on_change = on_change  # (what changed: "workloads" | "resourcequotas", namespace)
         self.workloads = WorkloadIndex(keep_workloads, self._workloads_changed if on_change else None)
@@ -136,6 +142,9 @@ class LiveCluster(ClusterIndex):
         self.relists = 0
         self.bookmarks = 0
         self._by_name = {w.name: w for w in WATCHED}
+        self.watch_apis = watch_apis
+        self._apis_changed = threading.Event()  # set by the APIService watch: read discovery again
+        self._served_changed = threading.Condition()  # notified when discovery shows other group/versions
 
     def knows_nodes(self) -> bool:
         return self.synced.is_set()
@@ -272,17 +281,46 @@ class LiveCluster(ClusterIndex):
         from .discovery import read
 
         served, version, git_version = read(self.core.api_client, _call)
+        before = self._discovered
         self.set_served(served, version, git_version)
         self._check_synced()
+        if self._discovered is not before:
+            with self._served_changed:
+                self._served_changed.notify_all()
+
+    def _await_served(self, w: Watched, stop: threading.Event, pause: float) -> None:
+        """A kind whose list said 404: wait until discovery shows its group/version (at most ``crd_recheck``
+        seconds). One discovery shows already (its CRD is being established) is listed again after ``pause``."""
+        api = f"{w.group}/{w.version}" if w.group else w.version
+        if self.serves(api):
+            stop.wait(pause)
+            return
+        deadline = time.monotonic() + self.crd_recheck
+        with self._served_changed:
+            while not stop.is_set() and not self.serves(api) and (left := deadline - time.monotonic()) > 0:
+                self._served_changed.wait(min(1.0, left))
+
+    def apis_changed(self) -> None:
+        """An API was added or removed (``api_watch``): read discovery again now."""
+        self._apis_changed.set()
+
+    def _await_api_change(self, stop: threading.Event) -> bool:
+        """Until an API changed (True) or ``discovery_interval`` passed (False)."""
+        deadline = time.monotonic() + self.discovery_interval
+        while not stop.is_set() and (left := deadline - time.monotonic()) > 0:
+            if self._apis_changed.wait(min(1.0, left)):
+                self._apis_changed.clear()
+                return True
+        return False
 
     # ---- loops ----------------------------------------------------------------------------------
     def run(self, kind: str, stop: threading.Event) -> None:
         w = self._by_name[kind]
-        backoff = 1.0
+        backoff = pause = 1.0
         while not stop.is_set():
             try:
                 rv = self.list_all(kind)
-                backoff = 1.0
+                backoff = pause = 1.0
                 while not stop.is_set():
                     rv = self.watch(kind, rv, stop)
             except ApiError as exc:
@@ -296,7 +334,8 @@ class LiveCluster(ClusterIndex):
                     else:
                         self.workloads.not_served(w.name)
                     self._fresh.pop(kind, None)  # nothing to keep current until it is served
-                    stop.wait(self.crd_recheck)
+                    self._await_served(w, stop, pause)
+                    pause = min(pause * 2, self.crd_recheck)
                     continue
                 self.log(f"cluster view: {kind}: {exc.status} {exc.reason}; retrying in {backoff:.0f}s")
             except Exception as exc:
@@ -306,15 +345,30 @@ class LiveCluster(ClusterIndex):
             backoff = min(backoff * 2, 30.0 if self.synced.is_set() else 4.0)
 
     def run_discovery(self, stop: threading.Event) -> None:
+        retries: tuple[float, ...] = ()
         while not stop.is_set():
+            before = self._discovered
             try:
                 self.discover()
-                stop.wait(self.discovery_interval)
             except Exception as exc:
                 self.log(f"cluster view: discovery: {exc!r}; retrying in 5s")
                 stop.wait(5.0)
+                continue
+            if retries and self._discovered is before:  # an API changed and discovery does not show it yet
+                stop.wait(retries[0])
+                retries = retries[1:]
+                continue
+            retries = DISCOVERY_RETRIES if self._await_api_change(stop) else ()
 
     def start(self, stop: threading.Event) -> None:
         threading.Thread(target=self.run_discovery, args=(stop,), name="discovery", daemon=True).start()
+        if self.watch_apis:
+            if self.custom is None:
+                from kubernetes import client
+
+                self.custom = client.CustomObjectsApi(self.core.api_client)
+            watch = api_watch.ApiServiceWatch(self.custom, _call, _lines, self.apis_changed, self.log,
+                                              self.watch_timeout, self.read_timeout)
+            threading.Thread(target=watch.run, args=(stop,), name="watch-apiservices", daemon=True).start()
         for w in WATCHED:
             threading.Thread(target=self.run, args=(w.name, stop), name=f"watch-{w.name}", daemon=True).start()

@@ -69,10 +69,11 @@ def send(answer: Answer) -> Response:
                   answer.outcome)
         metrics.REQUESTS.labels(*labels).inc()
         metrics.LATENCY.labels(*labels).observe(answer.elapsed)
-        for rule in answer.denied:
-            metrics.DENIALS.labels(rule).inc()
-        for rule in answer.warned:
-            metrics.WARNINGS.labels(rule).inc()
+        if answer.counted:  # once per submission, each rule once (handler.counts)
+            for rule in answer.denied:
+                metrics.DENIALS.labels(metrics.rule_label(rule)).inc()
+            for rule in answer.warned:
+                metrics.WARNINGS.labels(metrics.rule_label(rule)).inc()
     for entry in answer.records:
         write(entry)
     return _json(answer.body, answer.status)

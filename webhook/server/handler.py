@@ -36,8 +36,9 @@ class Answer:
     operation: str = ""
     outcome: str | None = None  # allowed | patched | denied; None: refused before an AdmissionReview answer
     elapsed: float = 0.0
-    denied: tuple[str, ...] = field(default=())  # rule ids that denied
-    warned: tuple[str, ...] = field(default=())  # rule ids that warned
+    denied: tuple[str, ...] = field(default=())  # rule ids that denied, each once
+    warned: tuple[str, ...] = field(default=())  # rule ids that warned, each once
+    counted: bool = False  # whether this answer's denials and warnings count for the submission (``counts``)
 
 
 def refusal(webhook: str, status: int, message: str) -> Answer:
@@ -111,14 +112,27 @@ def _answer(webhook: str, body: bytes, decisions: DecisionCache | None, cluster:
             result = decision_response(review.uid, decision, with_patch=webhook == "mutate")
     outcome = _outcome(result)
     elapsed = time.perf_counter() - started
+    denied = tuple(dict.fromkeys(v.rule for v in decision.denials)) if decision else ()
+    warned = tuple(dict.fromkeys(v.rule for v in decision.warnings)) if decision else ()
     records.append(record(
         "decision", uid=review.uid, webhook=webhook, kind=_kind(review), operation=review.operation,
         namespace=review.namespace, name=_name(review), dry_run=review.dry_run, allowed=outcome != "denied",
-        result=outcome, rules=[v.rule for v in decision.violations] if decision else [],
+        result=outcome, denied=list(denied), warned=list(warned),
         generation=policy.generation if policy else None, latency_ms=round(elapsed * 1000, 3)))
     return Answer(200, result, webhook, tuple(records), _kind(review), review.operation, outcome, elapsed,
-                  tuple(v.rule for v in decision.denials) if decision else (),
-                  tuple(v.rule for v in decision.warnings) if decision else ())
+                  denied, warned, counts(webhook, outcome))
+
+
+def counts(webhook: str, outcome: str | None) -> bool:
+    """Whether an answer's denials and warnings are the submission's count.
+
+    The apiserver asks both webhooks about one submission, and ``/mutate`` again when a later mutating webhook
+    changed the object (``reinvocationPolicy: IfNeeded``); each answer carries the same warnings (the apiserver
+    shows kubectl each text once). ``/validate`` is asked once, after every mutation, unless a mutating webhook
+    refused: so a submission is counted by its ``/validate`` answer, or by the ``/mutate`` answer that refused
+    it (the apiserver then asks nothing more). A submission a later mutating webhook of another party refuses
+    after ``/mutate`` admitted it is not counted: it was not stored either."""
+    return webhook == "validate" or outcome == "denied"
 
 
 def _outcome(result: dict) -> str:

@@ -16,6 +16,7 @@ from prometheus_client import multiprocess as _mp
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
+from ..engine.registry import RULES
 from ..engine.workloads import HANDLED_KINDS
 
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
@@ -27,8 +28,10 @@ OTHER = "other"
 REQUESTS = Counter("trainadmit_admission_requests_total", "Admission requests answered", LABELS)
 LATENCY = Histogram("trainadmit_admission_duration_seconds", "Time to answer an admission request", LABELS,
                     buckets=BUCKETS)
-DENIALS = Counter("trainadmit_denials_total", "Violations that denied a request, by rule", ("rule",))
-WARNINGS = Counter("trainadmit_warnings_total", "Warnings returned, by rule", ("rule",))
+# per submission, not per webhook call: /mutate, its reinvocation and /validate see one submission
+# (server.handler.counts); a rule that fired at several fields counts once
+DENIALS = Counter("trainadmit_denials_total", "Submissions a rule denied, by rule", ("rule",))
+WARNINGS = Counter("trainadmit_warnings_total", "Submissions a rule warned about, by rule", ("rule",))
 BAD_REQUESTS = Counter("trainadmit_bad_requests_total", "Requests answered with a 4xx by the app, by webhook "
                        "(other: any other path) and status", ("webhook", "code"))
 EARLY_RESPONSES = Counter("trainadmit_early_responses_total", "Requests answered by the server before the app saw "
@@ -92,6 +95,12 @@ def kind_label(kind: str) -> str:
 
 def operation_label(operation: str) -> str:
     return operation if operation in OPERATIONS else OTHER
+
+
+def rule_label(rule: str) -> str:
+    """A rule id the engine declares, or a policy's own CEL rule (``custom.<name>``: the platform team's
+    names, not a client's); anything else is ``other``."""
+    return rule if rule in RULES or rule.startswith("custom.") else OTHER
 
 
 class _Reduced:
