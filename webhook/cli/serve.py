@@ -80,7 +80,6 @@ def _serve(settings: ServerSettings) -> int:
         listener = bind_listener(settings.listen.host, settings.listen.port, settings.listen.address)
     except StartupError as exc:
         return _refuse(str(exc))
-    _report_cluster(settings, policy)
     from ..server.controller_status import ControllerStatus
     from ..server.gunicorn_app import serve
 
@@ -88,6 +87,7 @@ def _serve(settings: ServerSettings) -> int:
     names = [*(["certificates"] if controllers.manage_certs else []),
              *(["reconciler", "preflight-status"] if controllers.reconcile else [])]
     status = ControllerStatus(names) if names else None
+    _report_cluster(settings, status)
     if controllers.manage_certs:
         start_cert_controller(controllers.namespace, controllers.service, status)
     if controllers.reconcile:
@@ -97,21 +97,29 @@ def _serve(settings: ServerSettings) -> int:
     return serve(settings, listener, status)
 
 
-def _report_cluster(settings: ServerSettings, policy) -> None:
-    """The cluster decisions are for, and each policy setting it cannot honour: one line each, before listening."""
+def _report_cluster(settings: ServerSettings, status) -> None:
+    """The cluster decisions are for, and each setting it or this server cannot honour: one line each before
+    listening, and again whenever they change (``server.cluster_report.Monitor``)."""
+    from ..cluster.policy_dir import PolicyDirectory
     from ..server import cluster_report
     from ..server.logs import emit
+    from ..server.process_view import missing_reconciler
 
     app = settings.app
-    discovered = None
     if app.cluster_live:
-        discovered = cluster_report.discover(lambda message: emit("cluster_discovery_failed", message=message))
+        discover = lambda: cluster_report.discover(  # noqa: E731
+            lambda message: emit("cluster_discovery_failed", message=message))
     elif app.cluster_files:
         from ..cluster.snapshot import SnapshotCluster
 
-        discovered = SnapshotCluster.from_files(list(app.cluster_files)).discovered()
-    cluster_report.startup(policy, discovered, settings.controllers.reconcile,
-                           viewed=app.cluster_live or bool(app.cluster_files))
+        found = SnapshotCluster.from_files(list(app.cluster_files)).discovered()
+        discover = lambda: found  # noqa: E731
+    else:
+        discover = lambda: None  # noqa: E731
+    policies = PolicyDirectory(app.policy_dir, lambda message: emit("cluster_report", message=message))
+    reconcile = settings.controllers.reconcile
+    cluster_report.Monitor(policies.current, discover, lambda: missing_reconciler(reconcile, status),
+                           viewed=app.cluster_live or bool(app.cluster_files)).start()
 
 
 def _elected(namespace: str, lease_name: str, name: str, make, status, interval: float):

@@ -365,6 +365,9 @@ class ClusterIndex:
     def stale(self) -> str | None:
         return None
 
+    def reconciler(self) -> str | None:
+        return None  # objects alone do not say whether a reconciler runs: the server wraps its view to say
+
     # ---- changes: nodes -------------------------------------------------------------------------
     def put_node(self, obj: dict) -> None:
         name = (obj.get("metadata") or {}).get("name")

@@ -210,6 +210,11 @@ class ClusterView(Protocol):
         """What the namespace's unfinished workloads but ``exclude`` (kind, name) hold of ``resource``;
         None when the view does not know the namespace's workloads."""
 
+    def reconciler(self) -> str | None:
+        """Why nothing makes what decisions leave to trainadmit's elected reconciler (the PodGroups of the
+        backends that need one, the lifting of its placement gate): the server runs without it, or it cannot
+        hold its Lease or do its work. None: one runs, or the view cannot tell (``check``)."""
+
 
 class NoCluster:
     name = "none"
@@ -252,6 +257,9 @@ class NoCluster:
                        ) -> NamespaceUsage | None:
         return None
 
+    def reconciler(self) -> str | None:
+        return None
+
 
 class DiscoveryOnly(NoCluster):
     """A view that answers only what the cluster is (``discovered``, from ``view``): what a decision keeps of a
@@ -265,3 +273,6 @@ class DiscoveryOnly(NoCluster):
 
     def discovered(self) -> Discovered | None:
         return self._view.discovered()
+
+    def reconciler(self) -> str | None:  # the server's own processes: they do not go stale with the view
+        return self._view.reconciler()

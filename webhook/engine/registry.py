@@ -28,6 +28,7 @@ from .concerns import (
     priority,
     quota,
     rdma,
+    reconciler,
     references,
     shape,
     storage,
@@ -40,7 +41,7 @@ from .workloads import WORKLOAD_READS
 CONCERNS: tuple[Concern, ...] = (
     shape.CONCERN, intent.CONCERN, gpu.CONCERN, gang.CONCERN, placement.CONCERN, hardware.CONCERN, topology.CONCERN,
     rdma.CONCERN, nccl.CONCERN, storage.CONCERN, preflight.CONCERN, priority.CONCERN, quota.CONCERN, capacity.CONCERN,
-    references.CONCERN, freshness.CONCERN, enforced.CONCERN, final_state.CONCERN, custom.CONCERN,
+    references.CONCERN, reconciler.CONCERN, freshness.CONCERN, enforced.CONCERN, final_state.CONCERN, custom.CONCERN,
 )
 MUTATIONS: tuple[Concern, ...] = tuple(c for c in CONCERNS if c.mutate is not None)
 # rules on what the concerns declare they read, and rules on the whole object (custom CEL), which run last

@@ -22,6 +22,7 @@ from .controller_status import ControllerStatus
 from .cost import MemoryBudget
 from .handler import Answer, answer_review
 from .logs import emit, write
+from .process_view import ProcessView
 from .runtime import CertStore, PolicyStore
 from .settings import AppSettings, ServerSettings
 
@@ -116,7 +117,8 @@ def create_app(settings: ServerSettings | None = None, controllers: ControllerSt
     memory = MemoryBudget(limits.decide_memory_bytes, limits.wait_timeout)
     policies = PolicyStore(config.policy_dir)
     policies.poll()
-    cluster, live = _cluster_view(config)
+    view, live = _cluster_view(config)
+    cluster = ProcessView(view, settings.controllers.reconcile, controllers)
     tls = settings.tls
     certs = cert_store(tls.cert_file, tls.key_file) if tls.cert_file and tls.key_file else None
     threading.Thread(target=_reload_loop, args=(policies, config.reload_interval), name="policy-reload",
@@ -152,13 +154,15 @@ def create_app(settings: ServerSettings | None = None, controllers: ControllerSt
         if certs is not None and not certs.valid():
             problems.append("serving certificate missing, unreadable or expired")
         problems.extend(cluster_view_problems(live))
-        if controllers is not None:
-            problems.extend(controllers.problems())
         if problems:
             return _json({"status": "not ready", "problems": problems}, 503)
         policy = policies.current
-        body = {"status": "ready", "generation": policy.generation,  # type: ignore[union-attr]
-                "cluster": cluster_report.detail(policy, cluster)}  # type: ignore[arg-type]
+        detail = cluster_report.detail(policy, cluster)  # type: ignore[arg-type]
+        degraded = cluster_report.degraded(detail, controllers.problems() if controllers is not None else [])
+        body = {"status": "degraded" if degraded else "ready", "generation": policy.generation,  # type: ignore
+                "cluster": detail}
+        if degraded:
+            body["degraded"] = degraded
         if policies.last_error:
             body["lastReloadError"] = policies.last_error
         return _json(body)
@@ -169,7 +173,8 @@ def create_app(settings: ServerSettings | None = None, controllers: ControllerSt
         policy = policies.current
         if policy is not None:
             target, _ = cluster_report.target_of(policy, cluster)
-            body += metrics.unhonoured_settings(cluster_report.SETTINGS, {u.setting for u in target.unhonoured})
+            found = cluster_report.unhonoured(policy, target, cluster.reconciler())
+            body += metrics.unhonoured_settings(cluster_report.SETTINGS, {u.setting for u in found})
         return Response(body, mimetype="text/plain; version=0.0.4")
 
     @app.errorhandler(HTTPException)

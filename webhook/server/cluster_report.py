@@ -1,15 +1,23 @@
-"""What the server says about the cluster it runs against: at startup, on ``/readyz`` and in ``/metrics``.
+"""What the server says about the cluster it runs against, and what it cannot honour: at startup and on
+change in its log, on ``/readyz`` and in ``/metrics``.
 
-A setting the cluster cannot honour (a version it does not run, a gang backend it does not serve) used to
-show only as every GPU Job refused at ``/validate``. Now decisions follow ``gang.unavailable`` for it, and the
-platform team learns it three ways from one computation (``engine.target.choose`` on the policy and the
-cluster's discovery, the same the decisions make): one log line per such setting when ``serve`` starts,
-naming the setting and what the cluster serves; the ``cluster`` detail of ``/readyz``; and the gauge
-``trainadmit_policy_setting_unhonoured{setting}``. Without a cluster view the line says what ``auto`` assumes.
+A setting the cluster or the process cannot honour used to show only as its consequence: every GPU Job refused
+at ``/validate`` (a backend not served), or gangs whose Pods waited for a PodGroup nobody created (a server
+without its reconciler). Now the platform team learns it four ways from one computation (``unhonoured``: the
+policy and the cluster's discovery through ``engine.target.choose``, the same the decisions make, and whether
+the elected reconciler runs, ``process_view.missing_reconciler``): a ``setting_unhonoured`` log line when
+``serve`` starts and whenever the set changes (``setting_honoured`` when one is resolved), the ``degraded`` detail
+of ``/readyz`` (200: admissions stay safe, each affected one says what happens to it), the gauge
+``trainadmit_policy_setting_unhonoured{setting}``, and a warning on every workload it affects
+(``gang.unavailable``, ``reconciler.missing``). Without a cluster view the startup line says what ``auto``
+assumes.
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..engine.clusterview import ClusterView, Discovered
@@ -20,13 +28,47 @@ from .logs import emit
 if TYPE_CHECKING:
     from ..policy import PolicySet
 
+RECONCILER = "reconciler"
 # the settings an unhonoured report can name (the gauge's label values: a closed set)
-SETTINGS = ("kubernetesVersion", "gang.backend", "gang.nativeMode", "featureGates")
+SETTINGS = ("kubernetesVersion", "gang.backend", "gang.nativeMode", "featureGates", RECONCILER)
+
+
+@dataclass(frozen=True)
+class Unhonoured:
+    """One setting the cluster or this server cannot honour: its name (a gauge label), how the log names it
+    (``Platform.spec.…``, a flag), and what it means."""
+
+    setting: str
+    logged_as: str
+    message: str
 
 
 def target_of(policy: PolicySet, cluster: ClusterView | None) -> tuple[Target, Discovered | None]:
     discovered = cluster.discovered() if cluster is not None else None
     return choose(policy.platform, discovered), discovered
+
+
+def needs_reconciler(target: Target) -> str:
+    """What of the gangs ``target`` gives only the elected reconciler makes ("" when nothing): the standalone
+    PodGroups of the native pod-group, coscheduling and Volcano backends (a batch Job's gang). The placement
+    gate's release joins it once the engine plans it (``engine.concerns.reconciler.needs``, per workload)."""
+    backend = target.backend
+    if backend is GangBackend.coscheduling or backend is GangBackend.volcano or (
+            backend is GangBackend.native and target.native_mode == POD_GROUP):
+        return f"gang backend {target.backend_name} gets its PodGroups from trainadmit's reconciler"
+    return ""
+
+
+def unhonoured(policy: PolicySet, target: Target, missing_reconciler: str | None) -> list[Unhonoured]:
+    """Every setting that cannot be honoured now (``missing_reconciler``: why no reconciler runs, or None)."""
+    out = [Unhonoured(u.setting, f"Platform.spec.{u.setting}", u.message) for u in target.unhonoured]
+    needs = needs_reconciler(target)
+    if needs and missing_reconciler:
+        out.append(Unhonoured(RECONCILER, "--reconcile",
+                              f"{needs}, and {missing_reconciler}: gang Pods wait for a PodGroup nobody creates "
+                              "(each such workload is admitted with warning reconciler.missing); run serve "
+                              "--reconcile"))
+    return out
 
 
 def detail(policy: PolicySet, cluster: ClusterView | None) -> dict[str, Any]:
@@ -35,35 +77,89 @@ def detail(policy: PolicySet, cluster: ClusterView | None) -> dict[str, Any]:
     body: dict[str, Any] = {"kubernetesVersion": target.version_text, "versionFrom": target.version_from,
                             "gangBackend": target.backend_name, "summary": target.summary(
                                 discovered.git_version if discovered else "")}
-    if target.unhonoured:
-        body["unhonoured"] = [{"setting": u.setting, "message": u.message} for u in target.unhonoured]
+    found = unhonoured(policy, target, cluster.reconciler() if cluster is not None else None)
+    if found:
+        body["unhonoured"] = [{"setting": u.setting, "message": u.message} for u in found]
     if target.assumed:
         body["assumed"] = target.assumed
     return body
 
 
-def startup(policy: PolicySet, discovered: Discovered | None, reconcile: bool, viewed: bool) -> None:
-    """The lines ``serve`` writes before it listens: the cluster it decides for, each setting it cannot honour
-    (one line each, naming the setting and what the cluster serves), and a gang backend that needs the
-    reconciler it was not asked to run."""
-    target = choose(policy.platform, discovered)
-    emit("cluster", message=target.summary(discovered.git_version if discovered else ""),
-         kubernetes_version=target.version_text, gang_backend=target.backend_name,
-         **({"assumed": target.assumed} if target.assumed else {}),
-         **({} if viewed else {"note": "no cluster view (--cluster-live or --cluster): auto cannot see the cluster"}))
-    for unhonoured in target.unhonoured:
-        emit("setting_unhonoured", setting=f"Platform.spec.{unhonoured.setting}", message=unhonoured.message)
-    needs_reconciler = (target.backend is GangBackend.coscheduling
-                        or (target.backend is GangBackend.native and target.native_mode == POD_GROUP))
-    if needs_reconciler and not reconcile:
-        emit("setting_unhonoured", setting="--reconcile",
-             message=f"gang backend {target.backend_name} gets its PodGroups from the reconciler, and serve runs "
-                     "without --reconcile: gang Pods wait for a PodGroup nobody creates")
+def degraded(body: dict[str, Any], controller_problems: list[str]) -> list[str]:
+    """``/readyz``'s ``degraded`` lines: what the server admits with and cannot honour (each named), and the
+    problems of its Lease-elected controllers. None of them makes an admission unsafe (the certificate and the
+    policy, which would, fail readiness): each affected workload is admitted with a warning saying what will
+    happen to it, and the replica stays in the Service (all of them failing readiness would refuse every GPU
+    workload, the validating webhook failing closed)."""
+    return [f"{u['setting']}: {u['message']}" for u in body.get("unhonoured", [])] + controller_problems
+
+
+class Monitor:
+    """The log lines of the main process: the cluster decisions are for and each setting that cannot be
+    honoured, once at startup and again whenever they change (the workers' views answer ``/readyz`` and
+    ``/metrics``; one writer keeps the log free of one copy per worker)."""
+
+    def __init__(self, policy: Callable[[], PolicySet | None], discover: Callable[[], Discovered | None],
+                 missing_reconciler: Callable[[], str | None], viewed: bool, rediscover: float = 30.0,
+                 clock: Callable[[], float] | None = None) -> None:
+        import time
+
+        self.policy, self.discover, self.missing_reconciler = policy, discover, missing_reconciler
+        self.viewed, self.rediscover = viewed, rediscover
+        self.clock = clock or time.monotonic
+        self._discovered: Discovered | None = None
+        self._read_at: float | None = None
+        self._summary: str | None = None
+        self._said: dict[str, Unhonoured] = {}
+
+    def step(self) -> None:
+        policy = self.policy()
+        if policy is None:
+            return
+        now = self.clock()
+        if self._read_at is None or now - self._read_at >= self.rediscover:
+            self._read_at = now
+            found = self.discover()
+            self._discovered = found if found is not None else self._discovered
+        discovered = self._discovered
+        target = choose(policy.platform, discovered)
+        summary = target.summary(discovered.git_version if discovered else "")
+        if summary != self._summary:
+            first = self._summary is None
+            self._summary = summary
+            emit("cluster", message=summary, kubernetes_version=target.version_text,
+                 gang_backend=target.backend_name, **({"assumed": target.assumed} if target.assumed else {}),
+                 **({} if self.viewed else {"note": "no cluster view (--cluster-live or --cluster): auto cannot see "
+                                                    "the cluster"}), **({} if first else {"changed": True}))
+        now_unhonoured = {u.setting: u for u in unhonoured(policy, target, self.missing_reconciler())}
+        for setting, u in now_unhonoured.items():
+            if self._said.get(setting) != u:
+                emit("setting_unhonoured", setting=u.logged_as, message=u.message)
+        for setting, u in self._said.items():
+            if setting not in now_unhonoured:
+                emit("setting_honoured", setting=u.logged_as, message=f"honoured now (was: {u.message})")
+        self._said = now_unhonoured
+
+    def run(self, stop: threading.Event, interval: float) -> None:
+        while True:
+            try:
+                self.step()
+            except Exception as exc:  # a log line's failure must never stop the server
+                emit("cluster_report_error", error=repr(exc))
+            if stop.wait(interval):
+                return
+
+    def start(self, interval: float = 5.0) -> threading.Event:
+        """The first step now (the startup lines come before ``listening``), then one per ``interval``."""
+        self.step()
+        stop = threading.Event()
+        threading.Thread(target=self.run, args=(stop, interval), name="cluster-report", daemon=True).start()
+        return stop
 
 
 def discover(log) -> Discovered | None:
-    """The cluster's discovery, read once for the startup lines (the workers' live views read their own);
-    None, after one line, when it cannot be read."""
+    """The cluster's discovery, read for the log lines (the workers' live views read their own); None, after one
+    line, when it cannot be read."""
     from kubernetes import client
 
     from ..cluster.discovery import read

@@ -172,9 +172,9 @@ class _Unhonoured:
 
     def collect(self):
         family = GaugeMetricFamily("trainadmit_policy_setting_unhonoured",
-                                   "1 for a Platform setting the cluster cannot honour (a version it does not run, "
-                                   "a gang backend it does not serve): decisions follow rule gang.unavailable",
-                                   labels=["setting"])
+                                   "1 for a setting the cluster or this server cannot honour (a version it does not "
+                                   "run, a gang backend it does not serve: rule gang.unavailable; gangs that need "
+                                   "the reconciler where none runs: rule reconciler.missing)", labels=["setting"])
         for setting in self.settings:
             family.add_metric([setting], 1.0 if setting in self.unhonoured else 0.0)
         yield family

@@ -96,9 +96,11 @@ def validate(ctx: Context, view: Workload) -> None:
         if presence is Presence.unknown:
             ctx.unverified.append(ref.display)
         elif presence is Presence.not_served:
+            # what a view saw, not a fact: a live view learns a new API within seconds, `check` when it reads
             ctx.report(ref.rule, ref.path,
-                       f"{ref.display} ({ref.purpose}) cannot exist: this cluster does not serve "
-                       f"{ref.kind.api_version} {ref.kind.kind} (is {ref.kind.provided_by} installed?)", ref.hint)
+                       f"{ref.display} ({ref.purpose}) cannot exist yet: trainadmit has not seen this cluster serve "
+                       f"{ref.kind.api_version} {ref.kind.kind} (is {ref.kind.provided_by} installed? one installed "
+                       "in the last seconds is not seen yet: retry)", ref.hint)
         elif presence is Presence.missing:
             ctx.report(ref.rule, ref.path, f"{ref.display} ({ref.purpose}) does not exist: {_consequence(ref)}",
                        ref.hint)
