@@ -38,7 +38,7 @@ def test_health_ready_metrics(server):
     # needs the reconciler this serve does not run
     ready = json.loads(body)
     assert status == 200 and ready["status"] == "degraded"
-    assert [line.split(":")[0] for line in ready["degraded"]] == ["reconciler"]
+    assert [line.split(":")[0] for line in ready["degraded"]] == ["unhonoured reconciler"]
     c.post_review("/mutate", review("job-03-mutate-Job-CREATE.json"))
     status, body = c.request("GET", "/metrics")
     text = body.decode()

@@ -91,7 +91,7 @@ def degraded(body: dict[str, Any], controller_problems: list[str]) -> list[str]:
     policy, which would, fail readiness): each affected workload is admitted with a warning saying what will
     happen to it, and the replica stays in the Service (all of them failing readiness would refuse every GPU
     workload, the validating webhook failing closed)."""
-    return [f"{u['setting']}: {u['message']}" for u in body.get("unhonoured", [])] + controller_problems
+    return [f"unhonoured {u['setting']}: {u['message']}" for u in body.get("unhonoured", [])] + controller_problems
 
 
 class Monitor:
