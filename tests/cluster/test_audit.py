@@ -76,9 +76,13 @@ def test_text_output_per_workload_and_namespace(stored_lists):
     assert "Job default/partial-nodes: DENIED (1 problem)" in out
     assert "✗ [topology.whole-node] spec.template.spec.containers[0].resources.limits[\"nvidia.com/gpu\"]" in out
     # the bundled policy declares no TopologyAwareWorkloadScheduling (discovery cannot see a scheduler's gates):
-    # each rack-colocated Job is told its workers may span racks, and nothing else warns
+    # each rack-colocated Job is told its workers may span racks; the one created without admission, that it
+    # runs without what it lacks; nothing else warns
     assert {line.split("]")[0] for line in out.splitlines() if "! warning [" in line} == {
-        "  ! warning [topology.colocation-risk"}
+        "  ! warning [topology.colocation-risk", "  ! warning [final.not-admitted"}
+    assert ("! warning [final.not-admitted] metadata: it was not admitted through trainadmit's webhooks (created "
+            "while they were away, or skipped): it lacks 25 fields the policy sets (gang, placement, hardware, rdma, "
+            "nccl, storage, preflight, priority) and runs without them") in out
     assert "a3-w-0" not in out  # a child
     assert ("namespace team-nlp: 2 workloads: 0 denied, 1 would change, 1 compliant; nvidia.com/gpu: 64 held by 2 "
             "of its budget 64 (Quota team-nlp)") in out  # the child holds nothing of its own
@@ -111,7 +115,10 @@ def test_audit_says_what_check_says_of_each_object(stored_lists, tmp_path):
             assert name not in by_name
             continue
         assert by_name[name]["violations"] == checked["violations"]
-        assert by_name[name]["warnings"] == checked["warnings"]
+        # and what a stored object lacks, which only audit can say (check is asked of a submission)
+        lacks = [w for w in by_name[name]["warnings"] if w["rule"] == "final.not-admitted"]
+        assert len(lacks) == (by_name[name]["status"] == "changes")
+        assert [w for w in by_name[name]["warnings"] if w not in lacks] == checked["warnings"]
         assert (by_name[name]["status"] == "denied") is (not checked["allowed"])
 
 
@@ -141,11 +148,13 @@ def test_report_output_is_what_the_reconciler_writes(stored_lists, api, flag):
     for report in reports.values():
         assert report["apiVersion"] == api and problems(report) == []
     # each of the three rack-colocated Jobs warns topology.colocation-risk (no TopologyAwareWorkloadScheduling
-    # declared), which a report counts as warn instead of pass
+    # declared), which a report counts as warn instead of pass; the one created without admission also warns
+    # what it lacks
     assert reports["default"]["summary"] == {"pass": 0, "fail": 1, "warn": 1, "error": 0, "skip": 0}
-    assert reports["team-nlp"]["summary"] == {"pass": 0, "fail": 0, "warn": 2, "error": 0, "skip": 0}
+    assert reports["team-nlp"]["summary"] == {"pass": 0, "fail": 0, "warn": 3, "error": 0, "skip": 0}
     assert {(r["resources"][0]["name"], r.get("rule"), r["result"]) for r in reports["team-nlp"]["results"]} == {
-        ("llama-admitted", "topology.colocation-risk", "warn"), ("llama-unconfigured", "topology.colocation-risk", "warn")}
+        ("llama-admitted", "topology.colocation-risk", "warn"), ("llama-unconfigured", "topology.colocation-risk", "warn"),
+        ("llama-unconfigured", "final.not-admitted", "warn")}
 
 
 def test_a_budget_is_judged_in_creation_order_and_check_counts_every_other(tmp_path):

@@ -120,14 +120,18 @@ def test_one_result_per_workload_and_rule(policy):
     assert got == [
         ("Job", "partial-nodes", "custom.owner-label", "warn"),
         ("Job", "partial-nodes", "topology.whole-node", "fail"),
+        ("JobSet", "a3-nccl", "final.not-admitted", "warn"),  # stored without admission: what it lacks is no pass
         ("JobSet", "a3-nccl", "gang.foreign-backend", "warn"),
+        ("LeaderWorkerSet", "vllm", "final.not-admitted", "warn"),
         ("LeaderWorkerSet", "vllm", "gang.unsupported", "warn"),
         ("PyTorchJob", "mnist", "topology.whole-node", "fail"),  # Master and Worker: one result, both fields
     ]
     [mnist] = [r for r in _results(policy) if r["resources"][0]["name"] == "mnist"]
     assert mnist["properties"]["path"].count("resources.limits") == 2
-    [a3] = [r for r in _results(policy) if r["resources"][0]["name"] == "a3-nccl"]
+    [a3] = [r for r in _results(policy) if r["resources"][0]["name"] == "a3-nccl" and r["rule"] == "final.not-admitted"]
     assert a3["properties"]["would-set"] == "placement, priority"  # the A3 Ultra pool sets only a nodeSelector
+    assert a3["message"] == ("it was not admitted through trainadmit's webhooks (created while they were away, or "
+                             "skipped): it lacks 2 fields the policy sets (placement, priority) and runs without them")
     assert a3["resources"][0] == {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "namespace": "team-nlp",
                                   "name": "a3-nccl", "uid": a3["resources"][0]["uid"]}
 
@@ -143,12 +147,34 @@ def test_a_compliant_workload_gets_one_pass(policy, tmp_path):
     assert result["result"] == "pass" and "would-set" not in result["properties"]
 
 
+def test_a_workload_that_bypassed_admission_is_no_pass_and_by_a_setting_a_failure(policy, tmp_path):
+    """llama-pretrain as written (created while the webhooks were away: no gang, no pool toleration, it may never
+    schedule) beside the same Job as admission stored it: a warning naming what it lacks, not a pass; with
+    ``final.not-admitted: deny`` a failure (audit: denied)."""
+    from trainadmit.engine import Request, decide
+
+    [written] = [d for d in load_yaml(EXAMPLES / "llama-pretrain.yaml") if d.get("kind") == "Job"]
+    admitted = decide(policy, Request(written)).mutated
+    [passed] = results_of(judge(policy, admitted))
+    assert passed["result"] == "pass"
+    [bypassed] = results_of(judge(policy, written))
+    assert (bypassed["rule"], bypassed["result"], bypassed["severity"]) == ("final.not-admitted", "warn", "medium")
+    assert bypassed["message"].startswith("it was not admitted through trainadmit's webhooks (created while they "
+                                          "were away, or skipped): it lacks ")
+    assert bypassed["properties"]["would-set"] == "gang, hardware, nccl, placement, preflight, priority, rdma, storage"
+    strict = load_policy(a3_ultra_policy_dir(tmp_path / "strict", {**BACKENDS["native-job"],
+                                                                    "rules": {"final.not-admitted": "deny"}}))
+    verdict = judge(strict, written)
+    [failed] = results_of(verdict)
+    assert verdict.status is Status.denied and (failed["rule"], failed["result"]) == ("final.not-admitted", "fail")
+
+
 @pytest.mark.parametrize("api", [OPENREPORTS, WGPOLICY], ids=lambda a: a.kind)
 def test_reports_validate_against_their_crd(policy, api):
     report = build_report(api, "team-nlp", _results(policy), policy.generation, 1_800_000_000)
     assert problems(report) == []
-    assert report["summary"] == {"pass": 0, "fail": 2, "warn": 3, "error": 0, "skip": 0}
-    assert [r["result"] for r in report["results"]] == ["fail", "fail", "warn", "warn", "warn"]
+    assert report["summary"] == {"pass": 0, "fail": 2, "warn": 5, "error": 0, "skip": 0}
+    assert [r["result"] for r in report["results"]] == ["fail", "fail", "warn", "warn", "warn", "warn", "warn"]
     assert ("source" in report) is (api is OPENREPORTS)
     assert report["scope"] == {"apiVersion": "v1", "kind": "Namespace", "name": "team-nlp"}
 

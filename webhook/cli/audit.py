@@ -10,7 +10,9 @@ Children (a JobSet's Jobs, a PyTorchJob's Pods) are judged through their parent,
 Where the workloads come from: a live cluster (``--kubeconfig``: every handled kind, listed page by
 page; the served policy is the ConfigMap the webhook mounts unless ``-p`` names another) or saved
 lists (files, directories, ``-`` for stdin: `kubectl get nodes,resourcequotas,jobs,pytorchjobs,... -A
--o json`). Either way the cluster view (nodes, quotas, referenced objects, what each namespace's
+-o json`). A cluster without the served ConfigMap (a server run from a clone's ``policies/``) is judged by
+``$TRAINADMIT_POLICY_DIR`` or ``./policies``, said in one line, or refused in one line asking for ``-p``.
+Either way the cluster view (nodes, quotas, referenced objects, what each namespace's
 workloads hold) is read first and the workloads a second time, one at a time: memory holds the view
 and one workload, not the cluster's workloads (stdin is spooled to a temporary file for that).
 
@@ -130,8 +132,9 @@ class ClusterSource:
                 return
             yield item
 
-    def served_policy(self, where: str, directory: Path) -> Path:
-        """The served policy's ConfigMap (``namespace/name``), written out as the directory the server mounts."""
+    def served_policy(self, where: str, directory: Path) -> Path | None:
+        """The served policy's ConfigMap (``namespace/name``), written out as the directory the server mounts;
+        None when the cluster has no such ConfigMap (a server run from a policy directory: `serve -p`)."""
         from ..cluster.listed import ListError, served_policy_files
 
         namespace, _, name = where.partition("/")
@@ -140,7 +143,9 @@ class ClusterSource:
         try:
             files = served_policy_files(self.api, namespace, name)
         except ListError as exc:
-            raise AuditError(f"cannot read {exc}") from exc
+            if getattr(exc.__cause__, "status", None) == 404:
+                return None
+            raise AuditError(f"cannot read {exc}; or pass the policy to judge by: -p POLICY_DIR") from exc
         for key, text in files.items():
             (directory / key).write_text(text, encoding="utf-8")
         return directory
@@ -323,7 +328,16 @@ def _policy(args: argparse.Namespace, source, scratch: Path):
         return load_policy_or_report(args.policy, policy_cache_dir()), args.policy
     if isinstance(source, ClusterSource):
         directory = source.served_policy(args.served_policy, scratch)
-        return load_policy_or_report(str(directory)), str(directory)
+        if directory is not None:
+            return load_policy_or_report(str(directory)), str(directory)
+        # no served ConfigMap (trainadmit installed from a clone, `serve -p policies`): the local policy, said
+        where = f"{DEFAULT_POLICY_DIR} ($TRAINADMIT_POLICY_DIR)" if os.environ.get("TRAINADMIT_POLICY_DIR") \
+            else f"./{DEFAULT_POLICY_DIR}"
+        if not Path(DEFAULT_POLICY_DIR).is_dir():
+            raise AuditError(f"the cluster has no served policy ConfigMap {args.served_policy} and there is no "
+                             f"{where}: pass the policy to judge by with -p POLICY_DIR")
+        print(f"trainadmit audit: the cluster has no served policy ConfigMap {args.served_policy}; judging by {where} "
+              "(-p POLICY_DIR names another)", file=sys.stderr)
     return load_policy_or_report(DEFAULT_POLICY_DIR, policy_cache_dir()), DEFAULT_POLICY_DIR
 
 
@@ -390,8 +404,8 @@ def add_parser(sub, run) -> None:
                        "--kubeconfig")
     add_cluster_args(audit, "cluster.listed.AUDIT_PERMISSIONS")
     audit.add_argument("-p", "--policy", type=path_arg,
-                       help="the policy to judge by (default: with --kubeconfig the served one, --served-policy; "
-                       f"else $TRAINADMIT_POLICY_DIR or {DEFAULT_POLICY_DIR})")
+                       help="the policy to judge by (default: with --kubeconfig the served one, --served-policy, "
+                       f"or where the cluster has none, and else, $TRAINADMIT_POLICY_DIR or {DEFAULT_POLICY_DIR})")
     audit.add_argument("--served-policy", default=SERVED_POLICY, metavar="NAMESPACE/NAME",
                        help="the ConfigMap the webhook mounts its policy from")
     audit.add_argument("-o", "--output", choices=["text", "json", "report"], default="text",

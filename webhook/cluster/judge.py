@@ -7,7 +7,8 @@ from), asked as a CREATE of the stored object: what would happen if it were subm
 - **changes**: it is admitted, and the mutation would still set fields the stored object lacks or
   holds otherwise (each with the policy setting behind it, as `check --explain` shows them). Mutation
   is idempotent, so a workload admitted under the same policy has none; one created while the webhook
-  was absent, or under an older policy that injected less, has some;
+  was absent, or under an older policy that injected less, has some, and the warning
+  ``final.not-admitted`` saying so (``deny``: it is denied instead), so that its report result is not a pass;
 - **compliant**: admitted, nothing to set. Only trainadmit's provenance annotation may differ (it
   names the generation that configured the object);
 - **skipped**: no decision applies (not a GPU workload, an exempt namespace, or a child, which is
@@ -132,8 +133,9 @@ def judge(policy: PolicySet, obj: Any, cluster: ClusterView | None = None, names
     meta = obj.get("metadata") if isinstance(obj, dict) else None
     meta = meta if isinstance(meta, dict) else {}
     ns = str(meta.get("namespace") or namespace or "default")
-    # asked as its controller would ask: a stored child was made by it (its creator is not stored)
-    decision = decide(policy, Request(obj, operation="CREATE", namespace=ns, user=controller_user(obj), phase="mutate"),
+    # asked as its controller would ask: a stored child was made by it (its creator is not stored); as a stored
+    # object, so that what it lacks is a result of its own (final.not-admitted), not a pass
+    decision = decide(policy, Request(obj, operation="CREATE", namespace=ns, user=controller_user(obj), phase="audit"),
                       cluster)
     verdict = Verdict(str(obj.get("apiVersion", "")) if isinstance(obj, dict) else "",
                       str(obj.get("kind", "")) if isinstance(obj, dict) else "", ns,

@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..policy import PolicySet
+from ..policy.vocab import Action
 from .clusterview import COMPANION_KINDS, ClusterView, NoCluster, Presence, ref_kind
 from .concerns import final_state, freshness
 from .concerns.shape import MALFORMED, shape_problems
@@ -273,6 +274,8 @@ def decide_declared(policy: PolicySet, request: Request, cluster: ClusterView | 
         view = workload.with_object(ctx.patcher.doc)
     for concern in VALIDATIONS:
         concern.validate(ctx, view)  # type: ignore[misc]
+    if request.phase == "audit" and not any(v.action is Action.deny for v in ctx.violations):
+        final_state.stored(ctx, INJECTING)  # admitted now, and what it would still get it did not get at admission
     decision.violations = ctx.violations
     decision.unverified = ctx.unverified
     return decision

@@ -10,7 +10,8 @@ from typing import Any
 class Request:
     """One admission (or one `check` object): the object, the operation, the old object on UPDATE,
     who asks, and whether it is a dry run. ``phase`` is ``mutate`` or ``validate``: the webhook that
-    asks (``check`` uses ``deciding_phase``)."""
+    asks (``check`` uses ``deciding_phase``); ``audit``: a stored object judged as a CREATE, as ``mutate`` is,
+    that also says what it lacks (``final.not-admitted``)."""
 
     obj: Any
     operation: str = "CREATE"

@@ -25,7 +25,10 @@ NOT_MUTATED = rule("final.not-mutated", Action.deny,
                    "/validate sees an object trainadmit's mutating webhook never processed")
 INJECTION_LOST = rule("final.injection-lost", Action.deny,
                       "/validate: fields trainadmit injected are missing from the object about to be stored")
-CONCERN = Concern("final", rules=(NOT_MUTATED, INJECTION_LOST), reads=Reads(annotations=(INTENT_KEYS,)))
+NOT_ADMITTED = rule("final.not-admitted", Action.warn,
+                    "audit and reports: a stored workload the policy would still change: created while the webhooks "
+                    "were away (or skipped it), or under a policy that set less (deny: reported as a failure)")
+CONCERN = Concern("final", rules=(NOT_MUTATED, INJECTION_LOST, NOT_ADMITTED), reads=Reads(annotations=(INTENT_KEYS,)))
 
 _GANG_LOSS = {
     "coscheduling": ("the scheduling.x-k8s.io/pod-group label", "another mutating webhook removed it"),
@@ -117,3 +120,22 @@ def check(ctx: Context, concern_order: tuple[str, ...]) -> None:
         ctx.report(INJECTION_LOST, other[0],
                    f"fields trainadmit injected are missing in the final object ({', '.join(other[:5])}"
                    f"{', …' if len(other) > 5 else ''}); another webhook or the apiserver removed them", "")
+
+
+def stored(ctx: Context, concern_order: tuple[str, ...]) -> None:
+    """Audit (a stored object asked as a CREATE): what the mutation would still set means the object did not get
+    it at admission, so it runs without it (a Job without its gang or its pool's toleration may never start).
+    Mutation is idempotent: a workload admitted under this policy sets nothing, and is not reported."""
+    if not ctx.injections:
+        return
+    order = {c: i for i, c in enumerate(concern_order)}
+    concerns = sorted({i.concern for i in ctx.injections}, key=lambda c: order.get(c, len(order)))
+    fields = f"{len(ctx.injections)} field{'s' if len(ctx.injections) != 1 else ''} the policy sets"
+    applied = read_applied(ctx.workload.obj, ctx.policy)
+    generation = applied.get("generation") if applied is not None else None
+    if applied is None:
+        why = "it was not admitted through trainadmit's webhooks (created while they were away, or skipped)"
+    else:
+        why = f"it was admitted under policy generation {generation}, which set less"
+    ctx.report(NOT_ADMITTED, "metadata", f"{why}: it lacks {fields} ({', '.join(concerns)}) and runs without them",
+               "re-create it so that admission configures it (trainadmit audit lists each field it lacks)")
