@@ -66,6 +66,12 @@ REPORT_VIOLATIONS = Gauge("trainadmit_report_violations", "Stored workloads a ru
                           "namespace, as the latest reports say", ("rule", "namespace"), multiprocess_mode="mostrecent")
 _reported: set[tuple[str, str]] = set()
 
+# families computed when /metrics is scraped, from this worker's own state (not in the registry); with the
+# registry's, what /metrics exports (deploy/monitoring names nothing else of trainadmit's)
+VIEW_AGE = "trainadmit_cluster_view_age_seconds"
+UNHONOURED = "trainadmit_policy_setting_unhonoured"
+SCRAPE_TIME_GAUGES = (VIEW_AGE, UNHONOURED)
+
 _INFO_GAUGES = frozenset({"trainadmit_policy_generation_info",
                           "trainadmit_report_violations"})  # 0 means "no longer": not exported
 _EARLIEST = frozenset({"trainadmit_certificate_expiry_timestamp_seconds"})  # one sample: the smallest non-zero
@@ -152,7 +158,7 @@ class _ViewAge:
         self.age = age
 
     def collect(self):
-        family = GaugeMetricFamily("trainadmit_cluster_view_age_seconds",
+        family = GaugeMetricFamily(VIEW_AGE,
                                    "Seconds since the live cluster view was last confirmed current (-1: not synced)")
         family.add_metric([], -1.0 if self.age is None else self.age)
         yield family
@@ -171,7 +177,7 @@ class _Unhonoured:
         self.settings, self.unhonoured = settings, unhonoured
 
     def collect(self):
-        family = GaugeMetricFamily("trainadmit_policy_setting_unhonoured",
+        family = GaugeMetricFamily(UNHONOURED,
                                    "1 for a setting the cluster or this server cannot honour (a version it does not "
                                    "run, a gang backend it does not serve: rule gang.unavailable; gangs that need "
                                    "the reconciler where none runs: rule reconciler.missing)", labels=["setting"])
