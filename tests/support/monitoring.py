@@ -74,8 +74,9 @@ def exported_by_code() -> dict[str, tuple[str, tuple[str, ...]]]:
     """Every metric family trainadmit's code registers (every module of the package imported, then
     prometheus_client's registry read) and those ``server.metrics`` computes at scrape time: name -> (type,
     labels), counters with their ``_total``. (``__main__`` modules are not imported: they run the program.)"""
-    import trainadmit
     from prometheus_client import REGISTRY
+
+    import trainadmit
 
     for module in pkgutil.walk_packages(trainadmit.__path__, "trainadmit."):
         if not module.name.endswith(".__main__"):  # a program, not a module: it runs when imported
