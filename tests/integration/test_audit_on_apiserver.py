@@ -4,12 +4,15 @@ while trainadmit's webhooks were away (some breaking the policy), then judged.
 What it must show: audit lists exactly the violations `trainadmit check` gives for each object (as
 written, with a snapshot of the same cluster), the fields an unconfigured but compliant workload would
 get, nothing for a child (judged through its parent) or a CPU Job, compliance for the same workload once
-it went through the webhook, and the served policy read from the ConfigMap the webhook mounts."""
+it went through the webhook, and the served policy read from the ConfigMap the webhook mounts (without one,
+the clone's policies/, said in one line, or one line asking for -p)."""
 
 from __future__ import annotations
 
 import copy
 import json
+import os
+import shutil
 import subprocess
 import sys
 
@@ -126,6 +129,20 @@ def test_audit_judges_by_the_served_policy(webhook, cluster, tmp_path):
         assert result.stdout.rstrip().endswith(f"(policy generation {load_policy(webhook.policy_dir).generation})")
     finally:
         http.delete(cm)
-    missing = run_cli("audit", "--kubeconfig", str(cp.kubeconfig))
-    assert missing.returncode == 2 and missing.stderr.startswith(
-        "trainadmit audit: cannot read the served policy ConfigMap trainadmit-system/trainadmit-policies: 404")
+    # no served ConfigMap (a server run from a clone's policies/): the local policy, said in one line, or -p asked for
+    program = [sys.executable, "-m", "trainadmit.cli", "audit", "--kubeconfig", str(cp.kubeconfig)]
+    empty = tmp_path / "elsewhere"
+    empty.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "TRAINADMIT_POLICY_DIR"}
+    missing = subprocess.run(program, cwd=empty, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert missing.returncode == 2 and missing.stderr.splitlines() == [
+        "trainadmit audit: the cluster has no served policy ConfigMap trainadmit-system/trainadmit-policies and there "
+        "is no ./policies: pass the policy to judge by with -p POLICY_DIR"]
+    clone = tmp_path / "clone"
+    shutil.copytree(webhook.policy_dir, clone / "policies")
+    local = subprocess.run(program, cwd=clone, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert local.returncode in (0, 1), local.stderr
+    assert local.stderr.splitlines()[0] == ("trainadmit audit: the cluster has no served policy ConfigMap "
+                                            "trainadmit-system/trainadmit-policies; judging by ./policies (-p "
+                                            "POLICY_DIR names another)")
+    assert local.stdout.rstrip().endswith(f"(policy generation {load_policy(webhook.policy_dir).generation})")
