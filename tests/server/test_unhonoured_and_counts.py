@@ -52,6 +52,12 @@ def post(client, path: str, body: dict) -> dict:
     return client.post(path, data=json.dumps(body), content_type="application/json").get_json()["response"]
 
 
+@pytest.fixture(autouse=True)
+def _in_process_metrics(monkeypatch):
+    """This process's own metrics (another test's in-process `serve` may have left the multi-process variable)."""
+    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
+
+
 @pytest.fixture(scope="module")
 def podgroup_policy(tmp_path_factory):
     return write_policy(tmp_path_factory.mktemp("native-podgroup"), BACKENDS["native-podgroup"])
