@@ -35,7 +35,7 @@ from ..backends import (
 )
 from ..concern import Concern
 from ..context import Context
-from ..decision import Source
+from ..decision import FieldFix, Source, fix_text
 from ..paths import Path, field_path
 from ..plan import NoGang
 from ..reads import Reads
@@ -344,7 +344,9 @@ def validate(ctx: Context, view: Workload) -> None:
     if not plan.requested or plan.why_not is NoGang.foreign or not capable(view.adapter, GangShape):
         return
     for problem in view.adapter.gang_shape(view.obj, ctx.resolved.pods):
-        ctx.report(SHAPE_RULES[problem.rule], problem.path, problem.message, problem.hint)
+        fix = ctx.agreeing(view, tuple(FieldFix(path, value) for path, value in problem.fix))
+        # the size fix may set the same field (completions, with the parallelism it gives): its value, in both
+        ctx.report(SHAPE_RULES[problem.rule], problem.path, problem.message, fix_text(fix) or problem.hint, fix)
 
 
 def _resize(ctx: Context, view: Workload) -> None:
