@@ -231,18 +231,18 @@ def test_cluster_support_warning_names_the_missing_gates(tmp_path):
 
     p = load_policy(write_policy(tmp_path, {"featureGates": [], "kubernetesVersion": "1.37",
                                             "gang": {"backend": "native", "nativeMode": "job-scheduling"}}))
-    texts = [v.message for v in decide(p, Request(job())).warnings if v.rule == "gang.cluster-support"]
-    assert any("needs feature gate(s) GenericWorkload, WorkloadWithJob" in t for t in texts), texts
+    texts = [v.message for v in decide(p, Request(job())).notes if v.rule == "gang.cluster-support"]
+    assert any("need feature gate(s) GenericWorkload, WorkloadWithJob" in t for t in texts), texts
     old = load_policy(write_policy(tmp_path / "136", {"featureGates": ["GenericWorkload"], "kubernetesVersion": "1.36",
                                                       "gang": {"backend": "native", "nativeMode": "pod-group"}}))
-    texts = [v.message for v in decide(old, Request(job())).warnings if v.rule == "gang.cluster-support"]
-    assert [t for t in texts if "GangScheduling" in t] and not [t for t in texts if "needs feature gate(s)" in t]
+    texts = [v.message for v in decide(old, Request(job())).notes if v.rule == "gang.cluster-support"]
+    assert [t for t in texts if "GangScheduling" in t] and not [t for t in texts if "need feature gate(s)" in t]
     # auto: with WorkloadWithJob declared a 1.37 cluster gets Job.spec.scheduling, and nothing is missing
     full = load_policy(write_policy(tmp_path / "ok", {"featureGates": [
         "GenericWorkload", "WorkloadWithJob", "TopologyAwareWorkloadScheduling"]}))
     d = decide(full, Request(job()))
     assert d.summary["gang"] == "native/job-scheduling"
-    assert not [v for v in d.warnings if v.rule == "gang.cluster-support"]
+    assert not [v for v in d.violations if v.rule == "gang.cluster-support"]
 
 
 def test_a_gang_job_names_its_scheduler_once(tmp_path):

@@ -101,8 +101,9 @@ def test_http_decisions_equal_trainadmit_check(server, tmp_path):
         assert resp["allowed"] == rec["allowed"], rec["object"]
         if rec["allowed"]:
             assert decode_patch(resp) == rec["patch"], rec["object"]
-            texts = [f"trainadmit [{w['rule']}] {w['path']}: {w['message']}" + (f" ({w['hint']})" if w["hint"] else "")
-                     for w in rec["warnings"]]
+            texts = [f"trainadmit{prefix} [{w['rule']}] {w['path']}: {w['message']}"
+                     + (f" ({w['hint']})" if w["hint"] else "")
+                     for prefix, said in (("", rec["warnings"]), (" note", rec["notes"])) for w in said]
             # whole: the apiserver relays warnings uncut while their total is within 4096 characters
             assert sum(map(len, texts)) <= 4096 and resp.get("warnings", []) == texts
         else:

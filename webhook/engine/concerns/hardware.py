@@ -135,7 +135,8 @@ def _enough_nodes(ctx: Context, pool: PoolSpec, view: Workload) -> None:
     short = [(req, n) for req, n in lacking if n < needed] or sorted(lacking, key=lambda item: item[1])[:1]
     held = "; ".join(f"{req} holds on {n}" for req, n in short)
     fit = ctx.size_fit(view)
-    others = f"the other {total - matching} nodes" if total is not None else "more nodes"
+    lack = total - matching if total is not None else 0
+    others = ("the other node" if lack == 1 else f"the other {lack} nodes") if total is not None else "more nodes"
     ctx.report(MATCHING_NODES, f'metadata.labels["{ctx.policy.keys.pool}"]',
                f"needs {needed} node{'s' if needed != 1 else ''} of pool {r.pool_name} with its required node "
                f"labels, and {matching} of its {total if total is not None else '?'} nodes have them ({held})",

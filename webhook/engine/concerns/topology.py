@@ -33,8 +33,16 @@ DOMAIN_FIT = rule("topology.domain-fit", Action.deny,
                   "more workers than nodes in the largest domain of the requested topology level", Resize.grow)
 COLOCATION_UNAVAILABLE = rule("topology.colocation-unavailable", Action.warn,
                               "the requested colocation cannot be expressed for this object or backend")
-COLOCATION_RISK = rule("topology.colocation-risk", Action.warn,
-                       "the cluster's scheduler cannot guarantee that the workers start together in one domain")
+COLOCATION_RISK = rule(
+    "topology.colocation-risk", Action.note,
+    "the cluster's scheduler cannot guarantee that the workers start together in one domain (a note: the platform's)",
+    explain="measured with kube-scheduler 1.36: with required pod affinity the first worker picks its domain alone; "
+            "when that domain has no room for all the workers, a native gang is never bound although another domain "
+            "fits it, and without a gang the workers that fit start and hold their GPUs while the rest wait. So "
+            "without a scheduler that places a gang per domain (the native gang with TopologyAwareWorkloadScheduling, "
+            "Kueue's topology-aware scheduling, KAI with a Topology) trainadmit adds no colocation and the workers may "
+            "span domains; the platform team fixes it (Platform.spec.featureGates, the gang backend), a workload "
+            "only chooses to accept it (topology: any)")
 
 
 def mutate(ctx: Context) -> None:
@@ -88,50 +96,41 @@ def _kai(ctx: Context, node_label: str, source: Source) -> None:
 
 
 def _report_risk(ctx: Context, method: str) -> None:
-    """Warn where the colocation method cannot hold the gang's promise on the cluster the policy targets.
-
-    Measured with kube-scheduler 1.36 (racks of 4 and 3 free nodes, the smaller one scoring higher, 4
-    workers): required pod affinity put the first worker in the small rack; with a native gang none
-    was ever bound although the other rack was free, without a gang 3 were bound and the 4th waited
-    for good. Without the topology gate auto therefore adds no colocation, and the workers may span
-    domains. Explicit ``topologyMethod: none`` is the platform's own choice and is not warned about.
-    """
+    """Say (a note: the platform's to change, ``COLOCATION_RISK.explain``) where the colocation method cannot hold
+    the gang's promise on the cluster the policy targets: one sentence of what will happen, and the one change
+    the workload can make (accept it). Explicit ``topologyMethod: none`` is the platform's own choice and is not
+    said."""
     r, platform, target = ctx.resolved, ctx.policy.platform, ctx.plan.target
     level, n, key = r.level_name, r.gpu_pods, ctx.policy.keys.topology
     where = f'metadata.annotations["{key}"]'
+    accept = f"set {key}: any to ask for no {level}"
+    per_domain = (f"a gang backend that places a gang per domain (the native gang with {TOPOLOGY_GATE}, Kueue's "
+                  "topology-aware scheduling)")
     if method == "none" and platform.gang.topologyMethod == "auto":
         if ctx.plan.gang.why_not is NoGang.foreign:
             return  # the workload's own gang mechanism places it (a Kueue-managed JobSet: Kueue's topology)
         if target.backend is None:
-            ctx.report(COLOCATION_RISK, where,
-                       f"the {n} workers may span {level}s: without a gang scheduler nothing places them in one "
-                       f"{level}, and required pod affinity would let the first workers start in a {level} without "
-                       f"room for all {n} while the rest wait for good; trainadmit added no colocation",
-                       f"a gang backend with topology (the native gang with {TOPOLOGY_GATE}, Kueue's topology-aware "
-                       f"scheduling) places them; or set {key}: any")
-            return
+            lacks, fix = "no gang scheduler", per_domain
+        else:
+            lacks, fix = f"no {TOPOLOGY_GATE}", f"declare {TOPOLOGY_GATE} in Platform.spec.featureGates once it runs"
         ctx.report(COLOCATION_RISK, where,
-                   f"the {n} workers may span {level}s: without feature gate {TOPOLOGY_GATE} the scheduler cannot "
-                   f"place a native gang in one {level}, and required pod affinity would let the gang wait for good "
-                   f"when its first worker lands in a {level} without room for all {n}, although another {level} "
-                   "fits it; trainadmit added no colocation",
-                   f"declare {TOPOLOGY_GATE} in Platform.spec.featureGates once the cluster runs it (trainadmit then "
-                   f"writes a PodGroup topology constraint), or set {key}: any")
-    elif method == "podAffinity":
-        gang = "the gang may never start" if r.gang and target.backend is not None else \
-            "the workers that fit start and hold their GPUs"
-        native = target.backend is GangBackend.native and TOPOLOGY_GATE in target.gates
-        if native:
+                   f"the {n} workers may span {level}s: this cluster cannot hold a gang in one {level} ({lacks})",
+                   f"{accept}; platform team: {fix}")
+    elif method == "podAffinity":  # required pod affinity: the first worker picks the domain alone
+        if r.gang and target.backend is not None:
+            what = f"the gang may never start if its first worker lands in a {level} too small for all {n}"
+        else:
+            what = (f"the workers that fit start and hold their GPUs while the rest wait, if the first lands in a "
+                    f"{level} too small for all {n}")
+        if target.backend is GangBackend.native and TOPOLOGY_GATE in target.gates:
             fix = "set Platform.spec.gang.topologyMethod: auto (the PodGroup's topology constraint)"
         elif target.backend is GangBackend.kai:
-            fix = "set Platform.spec.gang.kaiTopology to the cluster's KAI Topology (KAI places the gang per domain)"
+            fix = "set Platform.spec.gang.kaiTopology to the cluster's KAI Topology"
         else:
-            fix = (f"use a scheduler that places the gang per domain (native gang with {TOPOLOGY_GATE}, Kueue's "
-                   "topology-aware scheduling)")
-        ctx.report(COLOCATION_RISK, where,
-                   f"required pod affinity cannot guarantee one {level} for {n} workers: the first worker picks its "
-                   f"{level} alone, and when that {level} has no room for all {n}, {gang} although another {level} "
-                   "fits them", fix + f", or set {key}: any")
+            fix = per_domain
+        ctx.report(COLOCATION_RISK, where, f"{what} (required pod affinity)", f"{accept}; platform team: {fix}")
+
+
 def _pod_affinity(ctx: Context, node_label: str, source: Source) -> None:
     """Required pod affinity of every GPU Pod to the workload's other GPU Pods on the level's node
     label (the first Pod of a group that matches its own term is schedulable; whether the rest fit its

@@ -575,6 +575,14 @@ class DefaultedGangSize(Protocol):
 
 
 @runtime_checkable
+class OwnMinimums(Protocol):
+    """Templates of the kind carry a gang minimum of their own (a Volcano task's ``minAvailable``): ``own_minimums``
+    gives, per template that sets one, (the field, the template's root, the minimum, the template's Pods)."""
+
+    def own_minimums(self, obj: dict) -> list[tuple[Path, Path, int, int]]: ...
+
+
+@runtime_checkable
 class RunLabelled(Protocol):
     """Every run of the workload labels its Pods with a value unique to the run (a Job's controller uid),
     so that a ``generateName`` workload's gang can still be told apart: ``run_label`` is that label."""

@@ -51,6 +51,16 @@ class VolcanoJobAdapter(Adapter):
 
     defaulted_by = "Volcano's admission webhook"
 
+    def own_minimums(self, obj: dict) -> list[tuple[Path, Path, int, int]]:
+        """Each task's own ``minAvailable``: how many of its Pods Volcano's gang holds together (0: none)."""
+        out = []
+        for i, task in enumerate(as_list(get_path(obj, ("spec", "tasks")))):
+            own = task.get("minAvailable") if isinstance(task, dict) else None
+            if isinstance(own, int) and not isinstance(own, bool) and isinstance(task.get("template"), dict):
+                out.append((("spec", "tasks", i, "minAvailable"), ("spec", "tasks", i, "template"), own,
+                            count(task.get("replicas"), 1)))
+        return out
+
     def counts_with(self, obj: dict, values: dict[Path, int]) -> dict[Path, int]:
         """Volcano's admission refuses a task whose ``minAvailable`` exceeds its ``replicas`` and a job whose
         ``minAvailable`` exceeds its tasks' replicas together (pkg/webhooks/admission/jobs/validate/admit_job.go):
