@@ -76,13 +76,15 @@ def test_text_output_per_workload_and_namespace(stored_lists):
     assert "Job default/partial-nodes: DENIED (1 problem)" in out
     assert "✗ [topology.whole-node] spec.template.spec.containers[0].resources.limits[\"nvidia.com/gpu\"]" in out
     # the bundled policy declares no TopologyAwareWorkloadScheduling (discovery cannot see a scheduler's gates):
-    # each rack-colocated Job is told its workers may span racks; the one created without admission, that it
-    # runs without what it lacks; nothing else warns
+    # each rack-colocated Job is told its workers may span racks (a note: the platform's); the one created without
+    # admission is warned that it runs without what it lacks; nothing else warns
     assert {line.split("]")[0] for line in out.splitlines() if "! warning [" in line} == {
-        "  ! warning [topology.colocation-risk", "  ! warning [final.not-admitted"}
+        "  ! warning [final.not-admitted"}
     assert ("! warning [final.not-admitted] metadata: it was not admitted through trainadmit's webhooks (created "
             "while they were away, or skipped): it lacks 25 fields the policy sets (gang, placement, hardware, rdma, "
             "nccl, storage, preflight, priority) and runs without them") in out
+    assert {line.split("]")[0] for line in out.splitlines() if line.startswith("  note [")} == {
+        "  note [topology.colocation-risk"}
     assert "a3-w-0" not in out  # a child
     assert ("namespace team-nlp: 2 workloads: 0 denied, 1 would change, 1 compliant; nvidia.com/gpu: 64 held by 2 "
             "of its budget 64 (Quota team-nlp)") in out  # the child holds nothing of its own

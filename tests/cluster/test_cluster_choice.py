@@ -80,9 +80,9 @@ def test_the_bundled_default_on_a_plain_136_apiserver_admits_without_a_gang_nami
     d = decide(bundled, Request(deep(LLAMA)), view())
     assert d.allowed and d.summary["gang"] == "none" and not d.companions
     [v] = [v for v in d.violations if v.rule == "gang.unavailable"]
-    assert v.action.value == "warn" and v.path == "metadata"
-    assert v.message.startswith("no gang scheduler is served (Kubernetes v1.36.2: no scheduling.k8s.io/v1alpha2, "
-                                "no KAI Scheduler, Volcano, scheduler-plugins or Kueue CRDs)")
+    assert v.action.value == "note" and v.path == "metadata"  # the platform's to change
+    assert v.message == ("its 4 Pods may start one by one: no gang scheduler is served (Kubernetes v1.36.2: no "
+                         "scheduling.k8s.io/v1alpha2, no KAI Scheduler, Volcano, scheduler-plugins or Kueue CRDs)")
     assert "--feature-gates=GenericWorkload=true --runtime-config=scheduling.k8s.io/v1alpha2=true" in v.hint
     assert "GangScheduling=true" in v.hint and v.hint.endswith("or install one of those")
     # kubectl shows the whole of it: the server's bound on a warning's length cuts nothing
@@ -149,7 +149,7 @@ def test_the_bundled_default_with_the_workload_api_gets_the_native_gang_of_that_
     assert pg["apiVersion"] == "scheduling.k8s.io/v1alpha2" and pg["spec"]["schedulingPolicy"] == {
         "gang": {"minCount": 4}}
     assert "priorityClassName" not in pg["spec"]  # 1.36 without WorkloadAwarePreemption declared drops it
-    warned = {v.rule: v.message for v in d.warnings}
+    warned = {v.rule: v.message for v in d.notes}  # the platform's: notes
     # discovery cannot see the scheduler's gates: enforcement on 1.36 needs GangScheduling, said until declared
     assert "GangScheduling" in warned["gang.cluster-support"]
     assert "TopologyAwareWorkloadScheduling" in warned["topology.colocation-risk"]
@@ -224,7 +224,7 @@ def test_a_gangless_indexed_job_on_136_with_workload_with_job_declared_is_told_i
     policy = load_policy(write_policy(tmp_path, {"featureGates": ["WorkloadWithJob", "GangScheduling"]}))
     gangless = job(workers=4, annotations={"trainadmit.io/gang": "false"})
     d = decide(policy, Request(gangless), view(apis="apis-1.36-workload-api.json"))
-    [v] = [v for v in d.warnings if v.rule == "gang.cluster-support"]
+    [v] = [v for v in d.notes if v.rule == "gang.cluster-support"]
     assert "the 4 Pods of this Job wait for one another although it asks for no gang" in v.message
     assert v.path == "spec.completions"
     # completions above parallelism: the controller makes no gang, and nothing is said
@@ -256,4 +256,5 @@ def test_check_with_a_snapshot_of_the_plain_apiserver_prints_the_warning_and_no_
     r = run_cli("check", "--cluster", str(src), str(EXAMPLES / "llama-pretrain.yaml"))
     assert r.returncode == 0, r.stdout + r.stderr
     assert "gang none" in r.stdout or "gang: none" in r.stdout or "[gang.unavailable]" in r.stdout
-    assert "[gang.unavailable] metadata: no gang scheduler is served (Kubernetes v1.36.2" in r.stdout
+    assert ("  note [gang.unavailable] metadata: its 4 Pods may start one by one: no gang scheduler is served "
+            "(Kubernetes v1.36.2") in r.stdout

@@ -140,15 +140,16 @@ def test_native_podgroup_uses_the_api_of_the_target_kubernetes_version(tmp_path,
     assert not any("needs Kubernetes" in v.message for v in d.violations)
 
 
-def test_a_native_gang_the_policys_own_version_lacks_is_left_out_with_a_warning(tmp_path):
+def test_a_native_gang_the_policys_own_version_lacks_is_left_out_with_a_note(tmp_path):
     """1.35 has no standalone PodGroup, 1.36 no Job.spec.scheduling: the apiserver would drop what trainadmit
-    wrote, so it writes no gang and says which field the version lacks (gang.unavailable, warn by default)."""
+    wrote, so it writes no gang and says which field the version lacks (gang.unavailable, a note by default: the
+    platform's to change)."""
     for version, mode, lacks in (("1.35", "pod-group", "standalone PodGroup"),
                                  ("1.36", "job-scheduling", "Job.spec.scheduling")):
         policy = load_policy(write_policy(tmp_path / version, {"kubernetesVersion": version,
                                                                "gang": {"backend": "native", "nativeMode": mode}}))
         d = decide(policy, Request(load_yaml(EXAMPLES / "llama-pretrain.yaml")[0]))
         [v] = [v for v in d.violations if v.rule == "gang.unavailable"]
-        assert v.action.value == "warn" and lacks in v.message and f"Kubernetes {version} does not have" in v.message
+        assert v.action.value == "note" and lacks in v.message and f"Kubernetes {version} does not have" in v.message
         assert d.allowed and d.summary["gang"] == "none" and not d.companions
         assert "scheduling" not in d.mutated["spec"] and "schedulingGroup" not in d.mutated["spec"]["template"]["spec"]

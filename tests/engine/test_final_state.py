@@ -18,14 +18,14 @@ def _mutated(policy, obj):
 
 def test_dropped_job_scheduling_is_the_cluster_lacking_it_named_by_version(tmp_path):
     """The policy targets 1.37 with WorkloadWithJob declared; the apiserver dropped Job.spec.scheduling (a gate
-    off, measured per DESIGN §5): admitted without the gang (warn, the default), the message naming the gates
+    off, measured per DESIGN §5): admitted without the gang (a note, the default), the message naming the gates
     a 1.37 cluster needs for the field; with the rule set to deny, refused."""
     policy = load_policy(write_policy(tmp_path / "p", BACKENDS["native-job"]))
     final = _mutated(policy, job())
     del final["spec"]["scheduling"]
     d = decide(policy, Request(final, phase="validate"))
     [v] = [v for v in d.violations if v.rule == "gang.unavailable"]
-    assert d.allowed and v.action.value == "warn" and v.path == "/spec/scheduling"
+    assert d.allowed and v.action.value == "note" and v.path == "/spec/scheduling"
     assert "native/job-scheduling" in v.message and "WorkloadWithJob or GenericWorkload is off" in v.message
     assert "gang.membership-lost" not in rules_of(d)
     strict = load_policy(write_policy(tmp_path / "deny", {**BACKENDS["native-job"],

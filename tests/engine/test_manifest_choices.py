@@ -220,7 +220,7 @@ def test_a_kai_scheduler_job_gets_no_second_gang_and_no_gang_shape_rules(policy)
     assert "scheduling" not in d.mutated["spec"]
     assert not rules(d) & {"gang.completion-mode", "gang.parallelism-completions"}
     [v] = [v for v in d.violations if v.rule == "gang.foreign-backend"]
-    assert v.path == "spec.template.spec.schedulerName" and "gang membership for kai" in v.message
+    assert v.path == "spec.template.spec.schedulerName" and "the object joins kai's" in v.message
     assert d.summary["gang"] == "none" and "topology.whole-node" in rules(d)
 
 

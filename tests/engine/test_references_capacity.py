@@ -113,7 +113,7 @@ def test_a_kind_the_cluster_does_not_serve_and_a_missing_queue(tmp_path):
     assert d.allowed and not d.companions and d.summary["gang"] == "none"
     assert "the gang backend coscheduling needs scheduling.x-k8s.io/v1alpha1 (scheduler-plugins (coscheduling)), " \
            "which this cluster does not serve" in v.message
-    assert v.hint.startswith("install scheduler-plugins (coscheduling), or set Platform.spec.gang.backend: auto")
+    assert v.hint.startswith("platform team: install scheduler-plugins (coscheduling), or set Platform.spec.gang.backend: auto")
 
 
 def test_without_a_view_check_lists_what_it_could_not_verify(tmp_path):

@@ -203,9 +203,9 @@ def _prediction(install: Install) -> tuple[dict, dict[str, dict]]:
     return result, docs
 
 
-def _server_warning(w: dict) -> str:
-    """A warning as the server words it for kubectl (webhook/server/admission.py)."""
-    return f"trainadmit [{w['rule']}] {w['path']}: {w['message']}" + (f" ({w['hint']})" if w.get("hint") else "")
+def _server_warning(w: dict, prefix: str = "trainadmit") -> str:
+    """A warning as the server words it for kubectl (webhook/server/admission.py); a note says it is one."""
+    return f"{prefix} [{w['rule']}] {w['path']}: {w['message']}" + (f" ({w['hint']})" if w.get("hint") else "")
 
 
 def test_the_documents_commands_install_and_the_first_job_is_stored(install):
@@ -231,7 +231,8 @@ def test_the_stored_job_is_what_check_predicted_with_the_warnings_kubectl_printe
     printed = [line.removeprefix("Warning: ") for line in install.first.stderr.splitlines()
                if line.startswith("Warning: ")]
     # the create printed exactly what check predicted (the dry-run probe and the prerequisites print none)
-    assert sorted(printed) == sorted(_server_warning(w) for w in predicted["warnings"])
+    assert sorted(printed) == sorted([*(_server_warning(w) for w in predicted["warnings"]),
+                                      *(_server_warning(w, "trainadmit note") for w in predicted["notes"])])
     applied = json.loads(stored["metadata"]["annotations"]["trainadmit.io/applied"])
     template = stored["spec"]["template"]["spec"]
     # what the bundled policy injects, on either cluster (written down from policies/, not read off the output)
@@ -244,9 +245,9 @@ def test_the_stored_job_is_what_check_predicted_with_the_warnings_kubectl_printe
         "trainadmit-system/ib-ipoib")
     if install.name == "stock-1.36":
         assert applied["gang"] == "none" and "schedulingGroup" not in template and "PodGroup" not in objs
-        [gang] = [w for w in printed if w.startswith("trainadmit [gang.unavailable] metadata: ")]
-        assert gang.startswith("trainadmit [gang.unavailable] metadata: no gang scheduler is served (Kubernetes "
-                               "v1.36.2: no scheduling.k8s.io/v1alpha2, no ")
+        [gang] = [w for w in printed if w.startswith("trainadmit note [gang.unavailable] metadata: ")]
+        assert gang.startswith("trainadmit note [gang.unavailable] metadata: its 4 Pods may start one by one: no gang "
+                               "scheduler is served (Kubernetes v1.36.2: no scheduling.k8s.io/v1alpha2, no ")
         assert gang.endswith("GangScheduling=true; or install one of those)")  # all of it reached kubectl
         assert "--feature-gates=GenericWorkload=true --runtime-config=scheduling.k8s.io/v1alpha2=true" in gang
     else:

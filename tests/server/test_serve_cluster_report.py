@@ -52,8 +52,8 @@ def test_an_explicit_backend_the_cluster_does_not_serve_is_reported_three_ways_a
         status, reply = server.client().post_review("/mutate", _wrap(load_yaml(EXAMPLES / "llama-pretrain.yaml")[0]))
         response = reply["response"]  # type: ignore[index]
         assert status == 200 and response["allowed"] is True
-        assert any(w.startswith("trainadmit [gang.unavailable] metadata: the gang backend volcano needs")
-                   for w in response["warnings"]), response["warnings"]
+        assert any(w.startswith("trainadmit note [gang.unavailable] metadata: its 4 Pods may start one by one: the gang "
+                                "backend volcano needs") for w in response["warnings"]), response["warnings"]
 
 
 def test_without_a_cluster_view_the_startup_line_says_what_auto_assumes(certs, tmp_path):

@@ -105,11 +105,12 @@ def test_http_decisions_equal_trainadmit_check(server, tmp_path):
         assert resp["allowed"] == rec["allowed"], rec["object"]
         if rec["allowed"]:
             assert decode_patch(resp) == rec["patch"], rec["object"]
-            texts = [f"trainadmit [{w['rule']}] {w['path']}: {w['message']}" + (f" ({w['hint']})" if w["hint"] else "")
-                     for w in rec["warnings"]]
+            texts = [f"trainadmit{prefix} [{w['rule']}] {w['path']}: {w['message']}"
+                     + (f" ({w['hint']})" if w["hint"] else "")
+                     for prefix, said in (("", rec["warnings"]), (" note", rec["notes"])) for w in said]
             # whole: the apiserver relays warnings uncut while their total is within 4096 characters; and one
             # more from this server, which runs without --reconcile: every workload whose PodGroup comes from the
-            # reconciler says so (check cannot tell whether one runs)
+            # reconciler is told so (check cannot tell whether one runs)
             served = resp.get("warnings", [])
             ours = [w for w in served if w.startswith("trainadmit [reconciler.missing] ")]
             assert len(ours) == (1 if rec.get("companions") else 0), rec["object"]

@@ -20,6 +20,7 @@ class _Finding:
 @dataclass
 class _Decision:
     warnings: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
     allowed: bool = True
     patch: list = field(default_factory=list)
 

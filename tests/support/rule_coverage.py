@@ -22,9 +22,9 @@ _KEY = "trainadmit_fired_rules"
 _original = Context.report
 
 
-def _recording(self, rule, path, message, hint=""):
+def _recording(self, rule, path, message, hint="", fix=()):
     before = len(self.violations)
-    _original(self, rule, path, message, hint)
+    _original(self, rule, path, message, hint, fix)
     if len(self.violations) > before:
         FIRED.add(rule.id)
 

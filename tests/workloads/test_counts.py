@@ -83,3 +83,40 @@ def test_a_count_that_is_not_a_whole_number_is_malformed_on_create_and_update(po
             assert (v.rule, v.path) == ("object.malformed", shown), (kind, value, v.text())
             assert "non-negative whole number" in v.message
             assert (f'"{value}"' if isinstance(value, str) else str(value).lower()) in v.message
+
+
+def test_every_count_and_quantity_left_unfilled_is_reported_in_one_run(policy):
+    """awsome-distributed-training's nccl-tests MPIJob as its generator script writes it before envsubst runs: the
+    workers' count, the slots per worker and each worker's GPUs and EFA devices (limits and requests) are
+    placeholders. Every one of them is named at once (by hand, six fields), not one per CI run; an unfilled memory
+    limit, a quantity too, with them."""
+    obj = load_yaml(FIXTURES / "real-world" / "awsome-nccl-tests.yaml")[0]
+    obj["spec"]["slotsPerWorker"] = "$GPU_PER_WORKER"
+    worker = obj["spec"]["mpiReplicaSpecs"]["Worker"]
+    worker["replicas"] = "$NUM_WORKERS"
+    resources = worker["template"]["spec"]["containers"][0]["resources"]
+    for section in ("limits", "requests"):
+        resources[section].update({"nvidia.com/gpu": "$GPU_PER_WORKER", "vpc.amazonaws.com/efa": "${EFA_PER_WORKER}"})
+    resources["limits"]["memory"] = "${MEMORY}"
+    d = decide(policy, Request(obj, namespace="default"))
+    at = "spec.mpiReplicaSpecs.Worker.template.spec.containers[0].resources"
+    assert {(v.rule, v.path, v.message) for v in d.denials} == {
+        ("object.malformed", "spec.mpiReplicaSpecs.Worker.replicas",
+         'must be a non-negative whole number (a count), got "$NUM_WORKERS"'),
+        ("object.malformed", "spec.slotsPerWorker", 'must be a non-negative whole number (a count), got "$GPU_PER_WORKER"'),
+        ("object.malformed", f'{at}.limits["nvidia.com/gpu"]', 'must be a quantity, got "$GPU_PER_WORKER"'),
+        ("object.malformed", f'{at}.requests["nvidia.com/gpu"]', 'must be a quantity, got "$GPU_PER_WORKER"'),
+        ("object.malformed", f'{at}.limits["vpc.amazonaws.com/efa"]', 'must be a quantity, got "${EFA_PER_WORKER}"'),
+        ("object.malformed", f'{at}.requests["vpc.amazonaws.com/efa"]', 'must be a quantity, got "${EFA_PER_WORKER}"'),
+        ("object.malformed", f'{at}.limits["memory"]', 'must be a quantity, got "${MEMORY}"'),
+    }
+
+
+def test_a_trainjobs_gpus_left_unfilled_are_named_where_the_trainjob_has_them(policy):
+    """Trainer's multi-node TrainJob with its node count and its GPUs per node left as placeholders: both are named,
+    the GPUs at spec.trainer.resourcesPerNode (the TrainJob's own field, not the runtime patch trainadmit writes)."""
+    obj = load_yaml(FIXTURES / "operators" / "kubeflow-trainer-v2" / "examples" / "01-multi-node.yaml")[0]
+    obj["spec"]["trainer"]["numNodes"] = "${NUM_NODES}"
+    obj["spec"]["trainer"]["resourcesPerNode"] = {"limits": {"nvidia.com/gpu": "${GPUS}"}}
+    d = decide(policy, Request(obj, namespace="default"))
+    assert {v.path for v in d.denials} == {"spec.trainer.numNodes", 'spec.trainer.resourcesPerNode.limits["nvidia.com/gpu"]'}

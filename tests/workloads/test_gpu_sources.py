@@ -63,7 +63,8 @@ def test_dranet_mpijob_takes_its_gpus_from_its_claim_template_and_must_take_whol
     """DRANET's MPIJob: 2 Workers, each with a claim made from h100-4gpu-4nic-numa-aligned (4 devices of
     gpu.nvidia.com and 4 NICs of dranet.net), no nvidia.com/gpu anywhere. By hand: 2 GPU Pods x 4 GPUs on the
     bundled h100-ib pool (8 GPUs per node, gpu.nvidia.com is its DeviceClass): multi-node workers that do not
-    take whole nodes (topology.whole-node), the advice in the claim's own terms; the launcher asks for none."""
+    take whole nodes (topology.whole-node), the advice in the claim's own terms; the launcher asks for none. Its
+    slotsPerWorker (4: a rank per GPU) follows the GPUs per worker."""
     mpijob = one(DRANET / "distributed-training-mpi-job-4gpu-4nic-numa-aligned.yaml", "MPIJob")
     companions = in_namespace(docs(DRANET / "distributed-training-resource-claim-template.yaml")
                               + docs(DRANET / "distributed-training-device-class.yaml"), "team-nlp")
@@ -75,7 +76,7 @@ def test_dranet_mpijob_takes_its_gpus_from_its_claim_template_and_must_take_whol
     assert "requests 4 GPUs per worker across 2 workers; pool h100-ib has 8 GPUs per node" in whole.message
     assert whole.hint == ("set count: 8 in the gpu.nvidia.com request of the claim named at "
                           "spec.mpiReplicaSpecs.Worker.template.spec.resourceClaims[0] and "
-                          "spec.mpiReplicaSpecs.Worker.replicas: 1")
+                          "spec.mpiReplicaSpecs.Worker.replicas: 1 and spec.slotsPerWorker: 8")
 
 
 def test_a_claim_per_pod_and_a_shared_claim_are_counted_as_the_scheduler_allocates_them(policy):

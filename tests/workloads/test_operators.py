@@ -352,10 +352,10 @@ def test_operator_keys_per_backend(policies):
     assert "queue" not in spec and "spec.queue: the Job CRD defaults it to default, the queue wanted" in d.summary["notes"]
 
 
-def test_native_gang_where_the_crd_cannot_carry_it_is_a_warning(policies):
+def test_native_gang_where_the_crd_cannot_carry_it_is_a_note(policies):
     mpi = gpu_job(document("operators/kubeflow-mpi-operator/examples/tensorflow-benchmarks.yaml", 0))
     d = decide(policies["native-podgroup"], Request(mpi))
-    assert "gang.unsupported" in {v.rule for v in d.warnings} and d.companions == []
+    assert "gang.unsupported" in {v.rule for v in d.notes} and d.companions == []
     assert "schedulingGroup" not in str(d.mutated)
 
 

@@ -300,7 +300,11 @@ def test_a_dra_job_resized_over_its_device_quota_is_refused_with_the_rule_of_the
 
     over, fresh = resize(5, cluster)
     assert _denied(over) == _denied(fresh) == {"quota.namespace-hard"}, over.violations
-    assert over.denials[0].text() == fresh.denials[0].text()
+    assert over.denials[0].message == fresh.denials[0].message
+    # the fix passes every size rule at once, what is free now included: the resize may reach the 32 devices (its
+    # own 16 are counted as used), the same 5 Pods created beside another workload's 16 only the 16 free
+    assert over.denials[0].hint == "set spec.parallelism: 4 and spec.completions: 4"
+    assert fresh.denials[0].hint == "set spec.parallelism: 2 and spec.completions: 2"
     assert "needs 40 gpu.nvidia.com devices, and namespace research may hold at most 32" in over.denials[0].message
     within, _ = resize(4, cluster)
     assert within.allowed and "(16 to 32 GPUs)" in within.reason, within.violations

@@ -1,4 +1,4 @@
-"""`check --explain`: where each injected value and each rule comes from, as file:line.
+"""`check --explain`: where each injected value and each rule comes from, as file:line, and why a rule matters.
 
 An injected value points at the policy field that prescribed it (``pools.yaml:31`` is the line of
 ``spec.nccl.env.NCCL_IB_HCA`` in Pool h100-ib); one the policy never sets is its model's default and
@@ -133,7 +133,9 @@ class Explainer:
     def violation(self, violation: Violation, decision: Decision, namespace: str | None) -> str:
         """For one violation of this decision: the policy setting that configured it, then ``rule()``."""
         configured = self._configured_by(violation.rule, decision, namespace)
-        return (f"{configured}; " if configured else "") + self.rule(violation.rule)
+        declared = RULES.get(violation.rule)
+        why = f"; why: {declared.explain}" if declared is not None and declared.explain else ""
+        return (f"{configured}; " if configured else "") + self.rule(violation.rule) + why
 
     def _configured_by(self, rule_id: str, decision: Decision, namespace: str | None) -> str:
         setting = RULE_SETTINGS.get(rule_id)

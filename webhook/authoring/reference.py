@@ -91,7 +91,8 @@ def reference_markdown() -> str:
 def _rules_table() -> list[str]:
     """Every built-in rule, from the engine's registry: what `Platform.spec.rules` may override."""
     lines = ["### Built-in rules", "",
-             "Ids for `Platform.spec.rules` (`deny`, `warn` or `off`); custom rules are `custom.<Rule name>`.", "",
+             "Ids for `Platform.spec.rules` (`deny`, `warn`, `note` or `off`: a note admits and is not counted by "
+             "`check --strict`); custom rules are `custom.<Rule name>`.", "",
              "| rule | default | fires when |", "|---|---|---|"]
     for rule_id in sorted(RULES):
         declared = RULES[rule_id]

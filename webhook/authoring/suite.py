@@ -55,6 +55,8 @@ class Expect(_Strict):
                                  "alone).")
     denials: list[str] | None = Field(None, description="Exactly these denying rule ids ([] for none).")
     warnings: list[str] | None = Field(None, description="Exactly these warning rule ids ([] for none).")
+    notes: list[str] | None = Field(None, description="Exactly these note rule ids ([] for none): what the platform "
+                                    "makes happen, which --strict does not fail on.")
     messages: list[str] = Field(default_factory=list, description="Regular expressions; each must match the text "
                                 "of some violation.")
     fields: dict[str, Any] = Field(default_factory=dict, description="Dotted paths in the mutated object and their "
@@ -160,7 +162,7 @@ def _file_problems(case: Case, base: Path, root: Path, display: str, document: i
 def _rule_problems(case: Case, known_rules: Collection[str], display: str, document: int, node: Any,
                    prefix: tuple, line: int) -> list[PolicyProblem]:
     out = []
-    for key in ("denials", "warnings"):
+    for key in ("denials", "warnings", "notes"):
         for i, rule_id in enumerate(getattr(case.expect, key) or []):
             if rule_id in known_rules:
                 continue

@@ -125,7 +125,8 @@ def run_case(policy: PolicySet, suite: str, case: Case, base: Path) -> CaseResul
     if decision.allowed != expect.allowed:
         got = "; ".join(v.text() for v in decision.denials) or "no denials"
         result.failures.append(f"allowed is {decision.allowed}, expected {expect.allowed} ({got})")
-    for key, violations in (("denials", decision.denials), ("warnings", decision.warnings)):
+    for key, violations in (("denials", decision.denials), ("warnings", decision.warnings),
+                            ("notes", decision.notes)):
         wanted = getattr(expect, key)
         if wanted is not None:
             want, have = sorted(set(wanted)), sorted({v.rule for v in violations})

@@ -1,10 +1,10 @@
 """Reports CI systems read: JUnit XML (test result views) and SARIF 2.1.0 (code-review annotations).
 
 JUnit: one ``testcase`` per object (named by its file, document and identity), a ``failure`` per
-denial (and per warning with --strict; otherwise warnings go to the case's ``system-out``), a
+denial (and per warning with --strict; otherwise warnings go to the case's ``system-out``, as notes always do), a
 ``skipped`` for an object no policy matches, an ``error`` case per input that could not be decided.
 
-SARIF: one ``result`` per violation, ``level`` error for a denial and warning for a warning, located
+SARIF: one ``result`` per violation, ``level`` error for a denial, warning for a warning, note for a note, located
 at the file and line of the offending field (``locate.Locator``) and, logically, at the object and
 field; the rules that fired are the driver's ``rules``; inputs that could not be decided are
 ``toolExecutionNotifications`` and make ``executionSuccessful`` false. The schema is OASIS's
@@ -62,9 +62,10 @@ class JunitOutput:
             body.append(f"    <failure type={quoteattr(v.rule)} message={quoteattr(v.text())}>{escape(text)}</failure>")
         if failed:
             self.failures += 1
-        if decision.warnings and not self.options.strict:
-            out = "\n".join(f"warning {v.text()}" for v in decision.warnings)
-            body.append(f"    <system-out>{escape(out)}</system-out>")
+        said = [f"warning {v.text()}" for v in decision.warnings if not self.options.strict]
+        said += [f"note {v.text()}" for v in decision.notes]  # never a failure, --strict or not
+        if said:
+            body.append(f"    <system-out>{escape(chr(10).join(said))}</system-out>")
         case = f'  <testcase classname={quoteattr(item.source)} name={quoteattr(name)}{where}'
         self.cases.append(case + (">\n" + "\n".join(body) + "\n  </testcase>" if body else "/>"))
 
@@ -80,6 +81,9 @@ class JunitOutput:
         for case in self.cases:
             self.out.write(case + "\n")
         self.out.write(f"<system-out>{escape(summary)}</system-out>\n</testsuite>\n</testsuites>\n")
+
+
+SARIF_LEVELS = {Action.deny: "error", Action.warn: "warning", Action.note: "note", Action.off: "none"}
 
 
 class SarifOutput:
@@ -99,7 +103,8 @@ class SarifOutput:
         if self.options.quiet and not self.options.failed(decision):
             return
         warnings = decision.warnings if (not self.options.quiet or self.options.strict) else []
-        for v in decision.denials + warnings:
+        notes = decision.notes if not self.options.quiet else []  # SARIF's own level "note"
+        for v in decision.denials + warnings + notes:
             what = identity(item, self.options.namespace)
             location: dict[str, Any] = {"logicalLocations": [{"fullyQualifiedName": f"{what}: {v.path}",
                                                               "kind": "member"}]}
@@ -111,7 +116,7 @@ class SarifOutput:
                 location["physicalLocation"] = physical
             message = f"{what}: {v.path}: {v.message}" + (f" (fix: {v.hint})" if v.hint else "")
             self.results.append({"ruleId": v.rule, "ruleIndex": self._rule_index(v.rule),
-                                 "level": "error" if v.action is Action.deny else "warning",
+                                 "level": SARIF_LEVELS[v.action],
                                  "message": {"text": message}, "locations": [location]})
 
     def problem(self, message: str, source: str | None) -> None:
@@ -125,8 +130,7 @@ class SarifOutput:
         text = declared.summary if declared is not None else f"custom rule {rule_id.removeprefix('custom.')}"
         rule: dict[str, Any] = {"id": rule_id, "shortDescription": {"text": text}}
         if declared is not None:
-            level = "error" if declared.default is Action.deny else "warning"
-            rule["defaultConfiguration"] = {"level": level}
+            rule["defaultConfiguration"] = {"level": SARIF_LEVELS[declared.default]}
         return rule
 
     def close(self, summary: str) -> None:

@@ -130,7 +130,8 @@ def text(item: Item, decision: Decision, options: Options | None = None) -> str:
 
 
 def violation_lines(decision: Decision) -> list[str]:
-    """Each denial with its fix, then each warning: how every command prints what a decision found."""
+    """Each denial with its fix, then each warning, then each note: how every command prints what a decision
+    found."""
     lines = []
     for v in decision.denials:
         lines.append(f"  ✗ [{v.rule}] {v.path}: {v.message}")
@@ -138,6 +139,8 @@ def violation_lines(decision: Decision) -> list[str]:
             lines.append(f"    fix: {v.hint}")
     for v in decision.warnings:
         lines.append(f"  ! warning [{v.rule}] {v.path}: {v.message}" + (f" ({v.hint})" if v.hint else ""))
+    for v in decision.notes:  # the platform's, or the workload's own choice: --strict does not fail on them
+        lines.append(f"  note [{v.rule}] {v.path}: {v.message}" + (f" ({v.hint})" if v.hint else ""))
     return lines
 
 

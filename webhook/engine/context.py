@@ -8,20 +8,22 @@ small and testable on its own; they read the plan, never each other's state.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from ..policy import PolicySet
 from ..policy.vocab import Action
 from .clusterview import ClusterView
-from .decision import Injection, Source, Violation
+from .decision import FieldFix, Injection, Source, Violation
 from .dra import listed_claims
+from .fit import Fit, Limit, largest
 from .intent import Resolved
 from .network import claim_device_classes
 from .patch import Patcher
 from .paths import Path, field_path
 from .plan import Plan
 from .request import Request
-from .rule import RuleId
+from .rule import Resize, RuleId
 from .workloads import ContainerRef, PodTemplate, Workload, resource_count
 
 
@@ -41,17 +43,49 @@ class Context:
     concerns: dict[str, None] = field(default_factory=dict)  # concerns applied (injected or already met)
     unverified: list[str] = field(default_factory=list)  # objects named that no cluster view could look up
     notes: list[str] = field(default_factory=list)  # what was left to the user's choice or to another component
+    # the size rules' bounds (``Concern.limits``, collected by the registry): what the one size fix must pass
+    limits: tuple[Callable[[Context, Workload], Iterable[Limit]], ...] = ()
     _gpu_containers: dict[Path, list[ContainerRef]] = field(default_factory=dict, repr=False)
+    _fits: dict[tuple[bool, str], Fit] = field(default_factory=dict, repr=False)
 
     # ---- violations --------------------------------------------------------------------------
-    def report(self, rule: RuleId, path: str | Path, message: str, hint: str = "") -> None:
+    def report(self, rule: RuleId, path: str | Path, message: str, hint: str = "",
+               fix: tuple[FieldFix, ...] = ()) -> None:
         """Record a violation at ``path``: a field path for people, or a path into the object, which is shown
-        where the user's object has it (a TrainJob's container resources are in ``spec.trainer``)."""
+        where the user's object has it (a TrainJob's container resources are in ``spec.trainer``). ``fix``: the
+        change as fields and values, when a program can apply it (the hint says the same)."""
         action = self.policy.actions.get(rule.id, rule.default)
         if action is Action.off:
             return
         where = path if isinstance(path, str) else field_path(self.patcher.route(path))
-        self.violations.append(Violation(rule.id, action, where, message, hint))
+        self.violations.append(Violation(rule.id, action, where, message, hint, fix))
+
+    def size_fit(self, view: Workload, warnings: bool = False, without: str = "") -> Fit:
+        """The one size fix of this decision (``fit.largest``): the largest shape that passes every size rule that
+        refuses (with ``warnings``: and every one that warns; ``without``: but that rule), computed once, with the
+        bounds the rules find on ``view`` (the object they see). Every size rule's fix is this one, so that no two
+        fixes of a denial disagree."""
+        key = (warnings, without)
+        found = self._fits.get(key)
+        if found is None:
+            wanted = (Action.deny, Action.warn) if warnings else (Action.deny,)
+            resize = self.plan.resize  # a resize runs a rule only a growth can break when it grows
+            bounds = [lim for source in self.limits for lim in source(self, view)
+                      if self.policy.actions.get(lim.rule.id, lim.rule.default) in wanted and lim.rule.id != without
+                      and (resize is None or resize.grown or lim.rule.resize is Resize.any)]
+            pool = self.resolved.pool
+            # the shapes are counted on the object as received: the fix names the user's fields and values, not the
+            # gang sizes a mutation wrote
+            found = largest(self.workload, self.resolved, self.plan.scale,
+                            pool.gpu.perNode if pool is not None else None, bounds, self.patcher.route)
+            self._fits[key] = found
+        return found
+
+    def agreeing(self, view: Workload, fix: tuple[FieldFix, ...]) -> tuple[FieldFix, ...]:
+        """``fix`` (a rule's own fields) with the size fix's value wherever the size fix sets the same field (a GPU
+        request the size fix raises with its limit, a Job's completions it sets with parallelism)."""
+        fitted = {f.path: f for f in self.size_fit(view).fix}
+        return tuple(fitted.get(f.path, f) for f in fix)
 
     def user_field(self, path: Path) -> str:
         """``path`` as a field of the user's object (through the kind's aliases), for messages and fixes."""

@@ -39,6 +39,8 @@ from .registry import (
     READS,
     RESIZE_RULES,
     RESIZE_VALIDATIONS,
+    SIZE_LIMITS,
+    TEMPLATE_LIMITS,
     TEMPLATE_VALIDATIONS,
     VALIDATIONS,
     WHOLE_OBJECT_VALIDATIONS,
@@ -235,7 +237,7 @@ def decide_declared(policy: PolicySet, request: Request, cluster: ClusterView | 
         return Decision(matched=False, reason=reason, generation=policy.generation)
     adapter = workload.adapter
     patcher = Patcher(obj, adapter.aliases(obj, workload.inherited) if capable(adapter, Aliased) else None)
-    ctx = Context(policy, cluster, request, workload, patcher, namespace=namespace or "default")
+    ctx = Context(policy, cluster, request, workload, patcher, namespace=namespace or "default", limits=SIZE_LIMITS)
     problems = shape_problems(workload)
     if problems:
         for path, message in problems:
@@ -289,6 +291,7 @@ def _template_kind(ctx: Context, demand: Demand | None) -> Decision:
     ctx.resolved = resolve(workload, policy, gpu_resources_of(workload, policy), ctx.report, demand,
                            ctx.claim_classes)
     ctx.plan = make_plan(workload, ctx.resolved, policy, ctx.cluster, ctx.claim_classes)
+    ctx.limits = TEMPLATE_LIMITS  # its size fix passes the rules that decide it, not a workload's quota or capacity
     for concern in TEMPLATE_VALIDATIONS:
         concern.validate(ctx, workload)  # type: ignore[misc]
     return Decision(matched=True, generation=policy.generation, summary=_summary(ctx), whole_object_rules=True,

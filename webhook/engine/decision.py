@@ -13,15 +13,41 @@ from ..policy.vocab import Action
 from .paths import Path, field_path, pointer
 
 
+@dataclass(frozen=True, slots=True)
+class FieldFix:
+    """One field a fix sets, in the submitted object's own terms (a TrainJob's GPUs in ``spec.trainer``), and the
+    value it sets: what a program applies (``Violation.fix``), and what the hint's text is rendered from."""
+
+    path: Path
+    value: object
+
+    @property
+    def field(self) -> str:
+        return field_path(self.path)
+
+    def text(self) -> str:
+        return f"{self.field}: {self.value}"
+
+    def as_dict(self) -> dict[str, object]:
+        return {"path": self.field, "value": self.value}
+
+
+def fix_text(fix: tuple[FieldFix, ...]) -> str:
+    """``set a: 1 and b: 2``: a structured fix as people read it ("" for none)."""
+    return "set " + " and ".join(f.text() for f in fix) if fix else ""
+
+
 @dataclass(slots=True)
 class Violation:
-    """A rule that fired: its id, the field at fault, what is wrong and what to change."""
+    """A rule that fired: its id, the field at fault, what is wrong and what to change. ``fix`` is the change as
+    fields and values, when it is one a program can apply (the hint says it, and may add what no field holds)."""
 
     rule: str
     action: Action
     path: str
     message: str
     hint: str = ""
+    fix: tuple[FieldFix, ...] = ()
 
     def text(self) -> str:
         out = f"[{self.rule}] {self.path}: {self.message}"
@@ -29,9 +55,9 @@ class Violation:
             out += f" ({self.hint})"
         return out
 
-    def as_dict(self) -> dict[str, str]:
+    def as_dict(self) -> dict[str, object]:
         return {"rule": self.rule, "action": self.action.value, "path": self.path,
-                "message": self.message, "hint": self.hint}
+                "message": self.message, "hint": self.hint, "fix": [f.as_dict() for f in self.fix]}
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +118,13 @@ class Decision:
 
     @property
     def warnings(self) -> list[Violation]:
+        """What the user can change and should (``check --strict`` fails on these)."""
         return [v for v in self.violations if v.action is Action.warn]
+
+    @property
+    def notes(self) -> list[Violation]:
+        """What will happen because of the platform, which no change to the workload removes (``Action.note``)."""
+        return [v for v in self.violations if v.action is Action.note]
 
     @property
     def allowed(self) -> bool:
@@ -111,6 +143,7 @@ class Decision:
             "generation": self.generation,
             "violations": [v.as_dict() for v in self.denials],
             "warnings": [v.as_dict() for v in self.warnings],
+            "notes": [v.as_dict() for v in self.notes],
             "patch": self.patch,
             "injected": [i.as_dict() for i in self.injections],
             "companions": self.companions,

@@ -25,6 +25,22 @@ def get_path(doc: Any, path: Path, default: Any = None) -> Any:
     return cur
 
 
+def with_values(obj: dict, values: dict[Path, Any]) -> dict:
+    """``obj`` with the fields at ``values`` set, missing parents created: copies along those paths only, the rest is
+    shared (``obj`` is left as it is)."""
+    out = dict(obj)
+    for path, value in values.items():
+        cur: Any = out
+        for i, part in enumerate(path[:-1]):
+            nxt = cur[part] if isinstance(cur, list) else cur.get(part)
+            nxt = list(nxt) if isinstance(nxt, list) else dict(nxt) if isinstance(nxt, dict) else \
+                ([] if isinstance(path[i + 1], int) else {})
+            cur[part] = nxt
+            cur = nxt
+        cur[path[-1]] = value
+    return out
+
+
 def as_dict(value: Any) -> dict:
     return value if isinstance(value, dict) else {}
 

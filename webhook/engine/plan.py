@@ -17,8 +17,6 @@ function that fills it.
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING
@@ -45,7 +43,7 @@ from .intent import Resolved
 from .network import Brought, ClaimClasses, brought_by, unknown_claims
 from .paths import Path, as_dict, field_path, get_path
 from .target import Target, choose
-from .workloads import Gang, GangMethod, PodTemplate, TemplateSpec, Workload
+from .workloads import Gang, GangMethod, PodTemplate, Workload
 
 if TYPE_CHECKING:  # types only: the engine runs on cached policy records too (policy.cache)
     from ..policy.models import TopologyLevel
@@ -132,22 +130,11 @@ class TemplateScale:
 
 
 @dataclass(frozen=True)
-class ScaleChange:
-    """New values for count fields, and the Pods the template then runs."""
-
-    values: tuple[tuple[Path, int], ...]
-    pods: int
-
-    @property
-    def values_text(self) -> str:
-        return " and ".join(f"{field_path(path)}: {value}" for path, value in self.values)
-
-
-@dataclass(frozen=True)
 class Scale:
     """The fields of the kind that hold its Pod counts, per template, and which template advice about the number
     of workers changes: the one with the most Pods among those that run GPUs (a PyTorchJob's Worker, not its
-    Master; an MPIJob's workers, not its launcher). Advice gives values, in those fields, that would pass."""
+    Master; an MPIJob's workers, not its launcher). The size fix (``fit.largest``) gives values, in those fields,
+    that pass every size rule."""
 
     templates: tuple[TemplateScale, ...] = ()
     largest: int = 0
@@ -165,78 +152,8 @@ class Scale:
             return None
         return field_path(next((f.path for f in target.fields if f.value is not None), target.fields[0].path))
 
-    def change_to(self, workload: Workload, fits: Callable[[list[TemplateSpec]], bool],
-                  most: int) -> ScaleChange | None:
-        """The largest value of one count field of the largest template (at most ``most``) with which the kind's
-        templates ``fits``, or None when no whole value does. Its first count field changes if that can do it,
-        else the next (a JobSet's replicas, then its Jobs' parallelism); the templates are the kind's own count
-        with the new value (clamps, defaults and fields several templates share included: an LWS's replicas)."""
-        target = self.target
-        if target is None:
-            return None
-        for i, changed in enumerate(target.fields):
-            best = None
-            low, high = 1, max(most, 1)
-            while low <= high:  # counts grow with every field: the largest value that fits
-                mid = (low + high) // 2
-                templates = _templates_with(workload, {changed.path: mid})
-                if fits(templates):
-                    best, low = (mid, templates), mid + 1
-                else:
-                    high = mid - 1
-            if best is None:
-                continue
-            follow = tuple((f.path, best[0]) for f in target.follow) if i == 0 else ()
-            pods = next((t.pods for t in best[1] if t.root == target.root), 0)
-            return ScaleChange(((changed.path, best[0]), *follow), pods)
-        return None
-
-    def with_pods(self, workload: Workload, pods: int) -> ScaleChange | None:
-        """The largest template's count fields set so that it runs at most ``pods`` Pods (None: no whole value)."""
-        target = self.target
-        if target is None or pods < 1:
-            return None
-        return self.change_to(workload, lambda ts: next((t.pods for t in ts if t.root == target.root), 0) <= pods,
-                              pods + 1)
-
-    def _fallback(self, by: int, what: str) -> str:
-        terms = [" × ".join(field_path(f.path) for f in t.fields) for t in self.templates if t.fields]
-        return f"no count of {' + '.join(terms) or 'its Pods'} alone takes {by} {what} off: {self._hint(what)}"
-
-    @staticmethod
-    def _hint(what: str) -> str:
-        return "ask for fewer GPUs per Pod" if what == "GPUs" else "run fewer Pods in its other roles"
-
-    def fewer(self, workload: Workload, by: int) -> str:
-        """Advice to run ``by`` Pods fewer, in the kind's own fields, with values that would pass."""
-        total = sum(t.pods for t in workload.adapter.templates(workload.obj))
-        target = self.target
-        change = self.change_to(workload, lambda ts: sum(t.pods for t in ts) <= total - by,
-                                target.pods if target is not None else 0)
-        return f"set {change.values_text}" if change is not None else self._fallback(by, "Pods")
-
-    def fewer_gpus(self, workload: Workload, resolved: Resolved, by: int) -> str:
-        """Advice to ask for ``by`` GPUs fewer, by running fewer GPU Pods, in the kind's own fields."""
-        gpus = {t.root: n for t, n in resolved.gpu_templates}
-        total = resolved.total_gpus
-        target = self.target
-        change = self.change_to(workload, lambda ts: sum(t.pods * gpus.get(t.root, 0) for t in ts) <= total - by,
-                                target.pods if target is not None else 0)
-        return f"set {change.values_text}" if change is not None else self._fallback(by, "GPUs")
-
     def as_dict(self) -> dict[str, object]:
         return {field_path(f.path): f.value for t in self.templates for f in t.fields}
-
-
-def _templates_with(workload: Workload, values: dict[Path, int]) -> list[TemplateSpec]:
-    """The kind's templates (with their Pods) once the count fields in ``values`` hold them."""
-    obj = copy.deepcopy(workload.obj)
-    for path, value in values.items():
-        cur = obj
-        for part in path[:-1]:
-            cur = cur.setdefault(part, {}) if isinstance(cur, dict) else cur[part]
-        cur[path[-1]] = value
-    return workload.adapter.templates(obj)
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,9 @@ INJECTING: tuple[str, ...] = tuple(c.name for c in MUTATIONS)
 # (``rule(..., resize=...)``), through the validations of the concerns that declare them
 RESIZE_RULES: dict[str, Resize] = {r.id: r.resize for c in CONCERNS for r in c.rules if r.resize is not None}
 RESIZE_VALIDATIONS: tuple[Concern, ...] = tuple(c for c in VALIDATIONS if any(r.resize for r in c.rules))
+# the bounds of the size rules, which the one size fix of a decision passes together (``Context.size_fit``)
+SIZE_LIMITS = tuple(c.limits for c in CONCERNS if c.limits is not None)
+TEMPLATE_LIMITS = tuple(c.limits for c in TEMPLATE_VALIDATIONS if c.limits is not None)
 READS: Reads = union([WORKLOAD_READS, *(c.reads for c in CONCERNS if c.reads is not None)])
 
 

@@ -30,20 +30,22 @@ class Resize(StrEnum):
 
 @dataclass(frozen=True)
 class RuleId:
-    """One rule: its id, what it does by default, one line on when it fires, where it is declared, and
-    whether a resize runs it again (``resize``)."""
+    """One rule: its id, what it does by default, one line on when it fires, where it is declared, whether a
+    resize runs it again (``resize``), and why it matters (``explain``: what `check --explain` adds to the rule's
+    short message, so that the message a user reads in kubectl stays one sentence and its fix)."""
 
     id: str
     default: Action
     summary: str
     origin: str = ""  # "<package folder>/engine/concerns/topology.py:14", for --explain
     resize: Resize | None = None
+    explain: str = ""
 
     def __str__(self) -> str:
         return self.id
 
 
-def rule(rule_id: str, default: Action, summary: str, resize: Resize | None = None) -> RuleId:
+def rule(rule_id: str, default: Action, summary: str, resize: Resize | None = None, explain: str = "") -> RuleId:
     """Declare a rule where it is reported; the declaration's file and line become its origin."""
     frame = sys._getframe(1)
     path = Path(frame.f_code.co_filename).resolve()
@@ -51,4 +53,4 @@ def rule(rule_id: str, default: Action, summary: str, resize: Resize | None = No
         shown = path.relative_to(_PACKAGE_PARENT).as_posix()
     except ValueError:  # pragma: no cover - a module outside the package
         shown = path.name
-    return RuleId(rule_id, default, summary, f"{shown}:{frame.f_lineno}", resize)
+    return RuleId(rule_id, default, summary, f"{shown}:{frame.f_lineno}", resize, explain)

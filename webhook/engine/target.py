@@ -307,14 +307,12 @@ def _gaps(backend: GangBackend | None, mode: str, version: tuple[int, int], gate
     needs = [WORKLOAD_API_GATE, *([JOB_GATE] if mode == JOB_SCHEDULING else [])]
     missing = [g for g in needs if g not in gates]
     if missing:
-        gaps.append(f"gang backend native/{mode} needs feature gate(s) {', '.join(missing)} (off by default in 1.36 "
-                    "and 1.37); without them the apiserver drops the gang fields")
+        gaps.append(f"the native gang's fields need feature gate(s) {', '.join(missing)} (off by default): the "
+                    "apiserver drops them without")
     if version < GANG_GATE_MERGED and GANG_GATE not in gates:
-        gaps.append(f"before Kubernetes 1.37 the scheduler enforces a native gang only with feature gate {GANG_GATE} "
-                    "(alpha; merged into GenericWorkload in 1.37): without it the PodGroup is accepted and reports "
-                    "Scheduled while the Pods bind one by one, so a gang that does not fit starts partially, "
-                    "holding GPUs")
+        gaps.append(f"before Kubernetes 1.37 the scheduler holds a native gang together only with feature gate "
+                    f"{GANG_GATE}: without it the Pods may start one by one")
     if topology_method == "native" and TOPOLOGY_GATE not in gates:
-        gaps.append(f"native topology constraints need feature gate {TOPOLOGY_GATE} (alpha); topologyMethod auto "
-                    "adds no colocation without it")
+        gaps.append(f"native topology constraints need feature gate {TOPOLOGY_GATE}: without it trainadmit adds no "
+                    "colocation")
     return gaps

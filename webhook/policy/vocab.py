@@ -26,8 +26,14 @@ class GangBackend(StrEnum):
 
 
 class Action(StrEnum):
+    """What a rule that fires does. ``deny`` refuses; ``warn`` admits and tells the user what to change;
+    ``note`` admits and tells the user what will happen because of the platform (a condition of the cluster or
+    the policy no change to the workload removes: ``check --strict`` does not fail on it, and the AdmissionResponse
+    carries it as a warning that starts with "trainadmit note"); ``off`` says nothing."""
+
     deny = "deny"
     warn = "warn"
+    note = "note"
     off = "off"
 
 

@@ -107,13 +107,17 @@ WARNING_CHARS = 1024
 WARNINGS_TOTAL_CHARS = 4096
 
 
-def _warning_text(v) -> str:
-    text = f"trainadmit [{v.rule}] {v.path}: {v.message}" + (f" ({v.hint})" if v.hint else "")
+def _warning_text(v, prefix: str = "trainadmit") -> str:
+    text = f"{prefix} [{v.rule}] {v.path}: {v.message}" + (f" ({v.hint})" if v.hint else "")
     return text if len(text) <= WARNING_CHARS else text[:WARNING_CHARS - 3] + "..."
 
 
+# kubectl shows every warning alike: a note (Action.note: the platform's, which the workload need not change) says so
+NOTE_PREFIX = "trainadmit note"
+
+
 def _warnings(decision: Decision) -> list[str]:
-    texts = [_warning_text(v) for v in decision.warnings]
+    texts = [_warning_text(v) for v in decision.warnings] + [_warning_text(v, NOTE_PREFIX) for v in decision.notes]
     out: list[str] = []
     total = 0
     for i, text in enumerate(texts):

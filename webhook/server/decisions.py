@@ -83,7 +83,7 @@ class _Entry:
 
     matched: bool
     reason: str
-    violations: tuple[tuple[str, str, str, str, str], ...]  # (rule, action, path, message, hint)
+    violations: tuple[tuple, ...]  # (rule, action, path, message, hint, fix)
     patch_parts: tuple[str, ...]  # the patch's text split at the name's sentinel: joined with the name on a hit
     whole_object_rules: bool
     cluster_calls: tuple[tuple[str, tuple, Any], ...]
@@ -168,7 +168,7 @@ class DecisionCache:
         as_keyed = Request(json.loads(text), request.operation, request.old, request.namespace, request.user,
                            request.dry_run, request.phase)
         d = decide_declared(self.policy, as_keyed, recorder)  # type: ignore[arg-type]
-        violations = tuple((v.rule, v.action.value, v.path, v.message, v.hint) for v in d.violations)
+        violations = tuple((v.rule, v.action.value, v.path, v.message, v.hint, v.fix) for v in d.violations)
         constant = type(cluster) if getattr(cluster, "constant", False) else None
         patch_json = json.dumps(d.patch, separators=(",", ":"))
         entry = _Entry(d.matched, d.reason, violations, tuple(patch_json.split(SENTINEL)), d.whole_object_rules,
@@ -186,7 +186,7 @@ class DecisionCache:
             if name is not None:
                 text = text.replace(SENTINEL, name)
             return text.replace(UID_SENTINEL, uid) if uid is not None else text
-        violations = [Violation(r, Action(a), sub(p), sub(m), sub(h)) for r, a, p, m, h in entry.violations]
+        violations = [Violation(r, Action(a), sub(p), sub(m), sub(h), f) for r, a, p, m, h, f in entry.violations]
         decision = Decision(matched=entry.matched, reason=sub(entry.reason), violations=violations,
                             generation=self.policy.generation, whole_object_rules=entry.whole_object_rules)
         patch_json = None
@@ -283,7 +283,7 @@ def _tokens_replaced(text: str, name: str, by: str) -> str:
 
 
 def _texts(violations: list[Violation]) -> list[tuple]:
-    return [(v.rule, v.action, v.path, v.message, v.hint) for v in violations]
+    return [(v.rule, v.action, v.path, v.message, v.hint, v.fix) for v in violations]
 
 
 def _words(value: str) -> set[str]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 from ...policy.vocab import Action
 from ..concern import Concern
 from ..context import Context
+from ..fit import Limit
 from ..reads import Reads
 from ..rule import Resize, rule
 from ..workloads import Workload
@@ -40,6 +41,30 @@ def tolerations_of(ctx: Context, view: Workload) -> tuple[dict, ...]:
             if isinstance(tol, dict):
                 found.setdefault(repr(sorted(tol.items())), tol)
     return tuple(found.values())
+
+
+def limits(ctx: Context, view: Workload) -> list[Limit]:
+    """As many workers as the pool has usable nodes (a gang: the best domain of its level): once cordons lift
+    (``unusable-nodes``), and now (``cordoned-nodes``)."""
+    r, pool = ctx.resolved, ctx.resolved.pool
+    if pool is None or not r.gpus_per_pod:
+        return []
+    tolerations = tolerations_of(ctx, view)
+    out = []
+    single = ctx.cluster.capacity(pool, None, tolerations)
+    if single is not None:  # one Pod: any usable node of the pool
+        out += [Limit(UNUSABLE_NODES, lambda s: s.gpu_pods > 1 or single.eventually >= 1,
+                      f"pool {r.pool_name} has {single.eventually} usable nodes"),
+                Limit(CORDONED_NODES, lambda s: s.gpu_pods > 1 or single.usable >= 1,
+                      f"pool {r.pool_name} has {single.usable} usable nodes now")]
+    gang = ctx.cluster.capacity(pool, r.level, tolerations) if r.level is not None else single
+    if gang is not None:
+        where = f"the best {r.level_name} of pool {r.pool_name}" if r.level is not None else f"pool {r.pool_name}"
+        out += [Limit(UNUSABLE_NODES, lambda s: s.gpu_pods <= 1 or s.gpu_pods <= gang.eventually,
+                      f"{where} has {gang.eventually} usable nodes"),
+                Limit(CORDONED_NODES, lambda s: s.gpu_pods <= 1 or s.gpu_pods <= gang.usable,
+                      f"{where} has {gang.usable} usable nodes now")]
+    return out
 
 
 def validate(ctx: Context, view: Workload) -> None:
@@ -63,15 +88,18 @@ def validate(ctx: Context, view: Workload) -> None:
                       f"nodes return: {detail.describe()}")
         else:
             named, counts = "", f"{cap.eventually} usable nodes"
+        fit = ctx.size_fit(view)
         ctx.report(UNUSABLE_NODES, field,
                    f"{r.gpu_pods} workers need {needed} usable nodes{' in one ' + level.name if level else ''}; "
                    f"{where}{named} has {counts}",
-                   f"{scale.fewer(view, needed - cap.eventually)}, or ask the platform team to repair the nodes")
+                   (f"{fit.hint}, or " if fit.fix else "") + "ask the platform team to repair the nodes", fit.fix)
     elif needed > cap.usable:
+        fit = ctx.size_fit(view, warnings=True)  # the shape that starts now: it passes this warning too
         ctx.report(CORDONED_NODES, field,
                    f"{r.gpu_pods} workers need {needed} nodes; {where} has {cap.usable} usable now and "
                    f"{cap.eventually} once its cordoned nodes are uncordoned: the gang would wait",
-                   f"{scale.fewer(view, needed - cap.usable)} to start now")
+                   f"{fit.hint} to start now" if fit.fix else "wait for the cordoned nodes", fit.fix)
 
-CONCERN = Concern("capacity", rules=(UNUSABLE_NODES, CORDONED_NODES), validate=validate,
+
+CONCERN = Concern("capacity", rules=(UNUSABLE_NODES, CORDONED_NODES), validate=validate, limits=limits,
                   reads=Reads(pod=("tolerations",)))

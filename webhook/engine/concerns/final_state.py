@@ -6,7 +6,7 @@ it. Re-running the mutations on a scratch copy shows what is missing: if trainad
 webhook or the apiserver removed it (the apiserver silently drops fields whose feature gate is off);
 a gang that another webhook removed is denied with the reason, since the Job would otherwise run without
 one. A native gang field the apiserver dropped means the cluster does not have it (another version, the
-Workload API off): that is the case ``gang.unavailable`` decides (warn: admitted without the gang, saying
+Workload API off): that is the case ``gang.unavailable`` decides (a note: the Pods run without the gang, saying
 why; deny: refused), as it does at /mutate when the cluster view shows it first.
 """
 
@@ -59,9 +59,8 @@ def _native_loss(ctx: Context, backend: str, where: str) -> None:
         hint = ("enable it on the cluster, or set Platform.spec.gang to what the cluster serves (backend: auto "
                 "chooses it)")
     ctx.report(UNAVAILABLE, where,
-               f"the {backend} gang trainadmit injected ({what}) is not in the object the apiserver is about to "
-               f"store: {why}: admitted without a gang",
-               f"{hint} (platform team: rule gang.unavailable: deny refuses such workloads instead)")
+               f"its Pods may start one by one: the apiserver dropped the {backend} gang trainadmit injected ({what}): "
+               f"{why}", f"platform team: {hint}")
 
 
 def record_provenance(ctx: Context, concern_order: tuple[str, ...]) -> None:

@@ -17,7 +17,7 @@ a PyTorchJob, one LeaderWorkerSet group…). Exact keys per backend: shared/refe
 fixtures/operators/README.md. A workload that already carries another gang mechanism (another backend's
 keys, a scheduler with its own gangs such as sakkara, JobSet exclusive placement) gets no second gang and
 none of the gang-shape rules. A cluster with no gang backend the policy allows gets none either:
-``gang.unavailable`` (warn: admitted, saying what to install or enable; deny: refused).
+``gang.unavailable`` (a note, saying what the platform team installs or enables; deny: refused).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from ..backends import (
 )
 from ..concern import Concern
 from ..context import Context
-from ..decision import Source
+from ..decision import FieldFix, Source, fix_text
 from ..paths import Path, field_path
 from ..plan import NoGang
 from ..reads import Reads
@@ -49,6 +49,7 @@ from ..workloads import (
     GangFields,
     GangMethod,
     GangShape,
+    OwnMinimums,
     PodTemplate,
     Workload,
     capable,
@@ -69,17 +70,33 @@ NAME_REQUIRED = rule("gang.name-required", Action.deny,
                      "a generateName workload on a backend that names its PodGroup after the workload")
 FOREIGN_BACKEND = rule("gang.foreign-backend", Action.warn,
                        "the object already carries another gang mechanism, so trainadmit adds none")
-CLUSTER_SUPPORT = rule("gang.cluster-support", Action.warn,
-                       "the policy's Kubernetes version or feature gates lack what the gang backend needs")
+CLUSTER_SUPPORT = rule("gang.cluster-support", Action.note,
+                       "the policy's Kubernetes version or feature gates lack what the gang backend needs (a note: the "
+                       "platform's)",
+                       explain="discovery cannot see the scheduler's and controller-manager's feature gates, so the "
+                               "platform declares them (Platform.spec.featureGates); until it declares what the gang "
+                               "backend needs, the apiserver may drop the gang's fields or the scheduler may not hold "
+                               "the Pods together")
 MEMBERSHIP_LOST = rule("gang.membership-lost", Action.deny,
                        "/validate: another webhook removed the gang keys trainadmit injected from the object about "
                        "to be stored (a native gang the apiserver dropped is gang.unavailable)")
 POD_LEVEL = rule("gang.pod-level", Action.warn, "gang intent on a bare Pod, whose gang size is not known")
-UNAVAILABLE = rule("gang.unavailable", Action.warn,
+UNAVAILABLE = rule("gang.unavailable", Action.note,
                    "the cluster has no gang backend the policy allows (auto found none served, or the policy's own "
-                   "is not served or needs another version): admitted without a gang (deny: refused)")
-UNSUPPORTED = rule("gang.unsupported", Action.warn,
-                   "the workload's kind cannot join the policy's gang backend (the message says why)")
+                   "is not served or needs another version): no gang (a note: the platform's; deny: refused)",
+                   explain="a gang starts all of a workload's Pods or none; without one, the Pods that fit start and "
+                           "hold their GPUs while the others wait. The platform team installs or enables a gang "
+                           "backend (the remedy the message names), or sets the rule to deny to refuse such workloads")
+UNSUPPORTED = rule("gang.unsupported", Action.note,
+                   "the workload's kind cannot join the policy's gang backend (the message says why; a note: the "
+                   "platform's backend)")
+OWN_MINIMUM = rule("gang.own-minimum", Action.note,
+                   "a GPU template of several Pods whose own gang minimum is 0 (a Volcano task's minAvailable): its "
+                   "workers are left out of the gang (a note: the workload's own choice)",
+                   explain="Volcano's gang holds together the job's minAvailable Pods, counted from each task's own "
+                           "minAvailable (else its replicas); a task whose minAvailable is 0 adds none, so its Pods "
+                           "are placed one by one once the rest of the gang is: GPU workers that start apart can "
+                           "hold their GPUs while waiting for one another")
 # what the kind's own fields must be for its Pods to run as one gang (workloads.GangShape), by rule suffix
 SHAPE_RULES = {"completion-mode": COMPLETION_MODE, "parallelism-completions": PARALLELISM_COMPLETIONS}
 
@@ -110,11 +127,10 @@ def mutate(ctx: Context) -> None:
         target = ctx.plan.target
         # an explicit setting is the platform team's to change; auto finding nothing is the cluster's (the docs
         # name the rule that refuses instead, and the whole warning must fit what kubectl is shown)
-        platform = (" (platform team: rule gang.unavailable: deny refuses such workloads instead)"
-                    if target.backend_from == "policy" else "")
-        ctx.report(UNAVAILABLE, "metadata",
-                   f"{target.unavailable}: admitted without a gang; its {plan.size} Pods may start one by one",
-                   f"{target.remedy}{platform}")
+        # the platform's to change (also said once to it: engine.platform.platform_notes): what will happen and why,
+        # then the platform team's remedy
+        ctx.report(UNAVAILABLE, "metadata", f"its {plan.size} Pods may start one by one: {target.unavailable}",
+                   f"platform team: {target.remedy}")
         return
     if plan.gang is None:
         return
@@ -125,20 +141,18 @@ def mutate(ctx: Context) -> None:
         return
     if plan.why_not is NoGang.foreign:
         if any(name == "jobset-exclusive" for name, _ in plan.foreign):
-            message = ("JobSet exclusive placement admits follower pods only after the leader is scheduled, so an "
-                       "all-pods gang could never reach quorum; no gang was added")
+            message = ("no gang was added: JobSet exclusive placement admits followers only once the leader is "
+                       "scheduled, which an all-Pods gang would never reach")
         else:
-            message = (f"this object already carries gang membership for {plan.foreign_names}; trainadmit did not "
-                       f"add {ours} (one backend per workload)")
+            message = f"no {ours} gang was added: the object joins {plan.foreign_names}'s (one backend per workload)"
         ctx.report(FOREIGN_BACKEND, plan.foreign[0][1], message, "")
         return
     if plan.why_not is NoGang.unsupported:
         able = [b for b in BACKEND_IDS if w.adapter.gang(b).method not in (GangMethod.unsupported, GangMethod.unsized)]
         ctx.report(UNSUPPORTED, "metadata",
-                   f"{w.kind} cannot join a {ours} gang: {gang.reason}; trainadmit added no gang",
-                   (f"its Pods start without a gang; the gang backends this kind can join are {', '.join(able)} "
-                    "(Platform.spec.gang.backend)" if able else "its Pods start without a gang") +
-                   f", or set {ctx.policy.keys.gang}: \"false\" to ask for none")
+                   f"its Pods may start one by one: a {w.kind} cannot join a {ours} gang",
+                   f"set {ctx.policy.keys.gang}: \"false\" to ask for none" +
+                   (f"; platform team: it joins {', '.join(able)} (Platform.spec.gang.backend)" if able else ""))
         return
     if plan.why_not is NoGang.name_required:
         ctx.report(NAME_REQUIRED, "metadata.name",
@@ -158,7 +172,8 @@ def mutate(ctx: Context) -> None:
         _scheduler_name(ctx, _gang_templates(ctx))
     target = ctx.plan.target
     for gap in target.gaps:
-        ctx.report(CLUSTER_SUPPORT, "spec", gap, "set Platform.spec.featureGates once the cluster has them")
+        ctx.report(CLUSTER_SUPPORT, "spec", gap, "platform team: declare them in Platform.spec.featureGates once the "
+                   "cluster runs them")
     if target.assumed:
         ctx.unverified.append(f"the gang backend {target.backend_name} ({target.assumed})")
 
@@ -172,11 +187,10 @@ def _controller_gang(ctx: Context) -> None:
             or not capable(w.adapter, GangShape) or w.adapter.gang_shape(w.obj, r.pods)):
         return
     ctx.report(CLUSTER_SUPPORT, "spec.completions",
-               f"on Kubernetes {target.version_text} with feature gate WorkloadWithJob the Job controller makes a gang "
-               f"of every Indexed Job whose parallelism equals its completions: the {r.pods} Pods of this Job wait "
-               "for one another although it asks for no gang",
-               "to run them independently, make spec.completions differ from spec.parallelism or set "
-               "spec.completionMode: NonIndexed")
+               f"the {r.pods} Pods of this Job wait for one another although it asks for no gang: on Kubernetes "
+               f"{target.version_text} with WorkloadWithJob the Job controller gangs every Indexed Job whose "
+               "parallelism equals its completions",
+               "set spec.completionMode: NonIndexed to run them independently")
 
 
 def _gang_templates(ctx: Context) -> list[PodTemplate]:
@@ -240,6 +254,8 @@ def _fields(ctx: Context, fields: GangFields, size: int, source: Source) -> None
     webhook fills (a Volcano Job's ``minAvailable`` left at 0) is left to it, and the decision says so; the
     PriorityClass the operator copies to its PodGroup is the priority concern's (the tier's)."""
     r, adapter = ctx.resolved, ctx.workload.adapter
+    if capable(adapter, OwnMinimums):
+        _own_minimums(ctx, adapter.own_minimums(ctx.workload.obj))
     if fields.size is not None:
         defaulted = adapter.defaulted_gang_size(ctx.workload.obj) if capable(adapter, DefaultedGangSize) else None
         if defaulted is not None:
@@ -259,6 +275,19 @@ def _fields(ctx: Context, fields: GangFields, size: int, source: Source) -> None
             conflict(ctx, Enforceable.priorityClassName, path, current, wanted)
     if fields.switch is not None:
         keep_or_set(ctx, fields.switch[0], fields.switch[1], source)
+
+
+def _own_minimums(ctx: Context, minimums: list[tuple[Path, Path, int, int]]) -> None:
+    """A GPU template of several Pods whose own minimum is 0 is out of its kind's gang: say so (the user's choice,
+    so a note), and how to bring its Pods back into it."""
+    gpu_roots = {t.root for t, _ in ctx.resolved.gpu_templates}
+    for path, root, minimum, pods in minimums:
+        if minimum == 0 and pods > 1 and root in gpu_roots:
+            field = field_path(path)
+            ctx.report(OWN_MINIMUM, field,
+                       f"its {pods} GPU workers may start one by one: {field}: 0 leaves them out of the gang",
+                       f"set {field}: {pods} (or remove it) to start them together",
+                       (FieldFix(path, pods),))
 
 
 def _as_field(path: Path, value: int) -> object:
@@ -344,7 +373,9 @@ def validate(ctx: Context, view: Workload) -> None:
     if not plan.requested or plan.why_not is NoGang.foreign or not capable(view.adapter, GangShape):
         return
     for problem in view.adapter.gang_shape(view.obj, ctx.resolved.pods):
-        ctx.report(SHAPE_RULES[problem.rule], problem.path, problem.message, problem.hint)
+        fix = ctx.agreeing(view, tuple(FieldFix(path, value) for path, value in problem.fix))
+        # the size fix may set the same field (completions, with the parallelism it gives): its value, in both
+        ctx.report(SHAPE_RULES[problem.rule], problem.path, problem.message, fix_text(fix) or problem.hint, fix)
 
 
 def _resize(ctx: Context, view: Workload) -> None:
@@ -397,7 +428,7 @@ def _resize(ctx: Context, view: Workload) -> None:
 # its scheduler
 CONCERN = Concern("gang", rules=(COMPLETION_MODE, PARALLELISM_COMPLETIONS, NAME_REQUIRED, FOREIGN_BACKEND,
                                  CLUSTER_SUPPORT, MEMBERSHIP_LOST, POD_LEVEL, UNSUPPORTED, UNAVAILABLE,
-                                 RESIZE_NOT_FOLLOWED),
+                                 RESIZE_NOT_FOLLOWED, OWN_MINIMUM),
                   mutate=mutate, validate=validate,
                   reads=Reads(metadata=("labels", "annotations", "name"),
                               annotations=(VOLCANO_MIN_MEMBER, VOLCANO_QUEUE, VOLCANO_GROUP_ANNOTATION),

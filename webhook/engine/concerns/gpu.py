@@ -9,6 +9,7 @@ from __future__ import annotations
 from ...policy.vocab import Action
 from ..concern import Concern
 from ..context import Context
+from ..decision import FieldFix, fix_text
 from ..intent import gpu_request, unprovided
 from ..paths import as_dict
 from ..reads import Reads
@@ -45,10 +46,10 @@ def validate(ctx: Context, view: Workload) -> None:
                        "claim the pool's DeviceClass (with its selectors), or ask the platform team for a pool of "
                        f"{asked}")
     for template in view.templates:
-        _counts(ctx, template)
+        _counts(ctx, view, template)
 
 
-def _counts(ctx: Context, template: PodTemplate) -> None:
+def _counts(ctx: Context, view: Workload, template: PodTemplate) -> None:
     for ref in template.all_containers:
         for resource in ctx.resolved.gpu_resources:
             limit, request, malformed = resource_count(ref.body, resource)
@@ -60,13 +61,16 @@ def _counts(ctx: Context, template: PodTemplate) -> None:
                 ctx.report(INVALID_COUNT, bad, f"{resource} in container {ref.name} must be a whole number",
                            f"set {ctx.user_field(bad)}: a whole number such as 8")
             elif request is not None and limit is None:
+                # the size fix may change this container's GPUs: its values, so the two fixes agree
+                fix = ctx.agreeing(view, (FieldFix(ctx.patcher.route(limits), request),))
                 ctx.report(REQUESTS_LIMITS, requests,
                            f"container {ref.name} requests {request} {resource} without a limit",
-                           f"set {ctx.user_field(limits)}: {request} (GPUs belong in limits)")
+                           f"{fix_text(fix)} (GPUs belong in limits)", fix)
             elif request is not None and limit is not None and request != limit:
+                fix = ctx.agreeing(view, (FieldFix(ctx.patcher.route(requests), limit),))
                 ctx.report(REQUESTS_LIMITS, requests,
                            f"container {ref.name} requests {request} but limits {limit} {resource}",
-                           f"set {ctx.user_field(requests)}: {limit}, or remove it (the request takes the limit)")
+                           f"{fix_text(fix)}, or remove it (the request takes the limit)", fix)
 
 
 CONCERN = Concern("gpu", rules=(SINGLE_TYPE, REQUESTS_LIMITS, INVALID_COUNT), validate=validate,

@@ -19,6 +19,7 @@ from ...policy.vocab import Action
 from ..concern import Concern
 from ..context import Context
 from ..decision import Source
+from ..fit import Limit
 from ..paths import Path, as_dict, field_path
 from ..reads import Reads
 from ..rule import Resize, rule
@@ -94,7 +95,7 @@ def validate(ctx: Context, view: Workload) -> None:
         return
     for template in ctx.pool_templates_in(view):
         _selector_contradictions(ctx, pool, template)
-    _enough_nodes(ctx, pool)
+    _enough_nodes(ctx, pool, view)
 
 
 def _selector_contradictions(ctx: Context, pool: PoolSpec, template: PodTemplate) -> None:
@@ -106,26 +107,42 @@ def _selector_contradictions(ctx: Context, pool: PoolSpec, template: PodTemplate
                        f"nodes must have {req}", "remove it: the pool chooses the nodes")
 
 
-def _enough_nodes(ctx: Context, pool: PoolSpec) -> None:
+def limits(ctx: Context, view: Workload) -> list[Limit]:
+    """No more workers than the pool has nodes with its required node labels (cluster view)."""
+    r, pool = ctx.resolved, ctx.resolved.pool
+    if pool is None or not pool.requiredNodeLabels or not r.gpus_per_pod:
+        return []
+    matching = ctx.cluster.pool_nodes_matching(pool, pool.requiredNodeLabels)
+    if matching is None:
+        return []
+    return [Limit(MATCHING_NODES, lambda s: max(s.gpu_pods, 1) <= matching,
+                  f"{matching} nodes of pool {r.pool_name} have its required node labels")]
+
+
+def _enough_nodes(ctx: Context, pool: PoolSpec, view: Workload) -> None:
+    """Refused only where some of the pool's nodes lack a label it requires: a pool whose every node has them is
+    only too small, which ``quota.pool-capacity`` says, and no node is to be brought up to labels it has."""
     r = ctx.resolved
     if not r.gpus_per_pod:
         return
     needed = max(r.gpu_pods, 1)
     matching = ctx.cluster.pool_nodes_matching(pool, pool.requiredNodeLabels)
-    if matching is None or matching >= needed:
-        return
     total = ctx.cluster.pool_nodes(pool)
+    if matching is None or matching >= needed or (total is not None and matching >= total):
+        return
     counts = [(req, ctx.cluster.pool_nodes_matching(pool, [req])) for req in pool.requiredNodeLabels]
-    short = [(req, n) for req, n in counts if n is not None and n < needed]
-    if not short:  # each label alone is on enough nodes, just not together: name the rarest
-        short = sorted(((req, n) for req, n in counts if n is not None), key=lambda item: item[1])[:1]
-    lacking = "; ".join(f"{req} holds on {n}" for req, n in short)
+    lacking = [(req, n) for req, n in counts if n is not None and (total is None or n < total)]
+    short = [(req, n) for req, n in lacking if n < needed] or sorted(lacking, key=lambda item: item[1])[:1]
+    held = "; ".join(f"{req} holds on {n}" for req, n in short)
+    fit = ctx.size_fit(view)
+    lack = total - matching if total is not None else 0
+    others = ("the other node" if lack == 1 else f"the other {lack} nodes") if total is not None else "more nodes"
     ctx.report(MATCHING_NODES, f'metadata.labels["{ctx.policy.keys.pool}"]',
                f"needs {needed} node{'s' if needed != 1 else ''} of pool {r.pool_name} with its required node "
-               f"labels, and {matching} of its {total if total is not None else '?'} nodes have them ({lacking})",
-               (f"{ctx.plan.scale.fewer(ctx.workload, needed - matching)}, or " if matching else "")
-               + f"ask the platform team to bring nodes up to {', '.join(str(req) for req, _ in short)}")
+               f"labels, and {matching} of its {total if total is not None else '?'} nodes have them ({held})",
+               (f"{fit.hint}, or " if fit.fix else "")
+               + f"ask the platform team to bring {others} up to {', '.join(str(req) for req, _ in short)}", fit.fix)
 
 
-CONCERN = Concern("hardware", rules=(MATCHING_NODES,), mutate=mutate, validate=validate,
+CONCERN = Concern("hardware", rules=(MATCHING_NODES,), mutate=mutate, validate=validate, limits=limits,
                   reads=Reads(pod=("affinity", "nodeSelector")))

@@ -44,8 +44,9 @@ if TYPE_CHECKING:  # types only: the engine runs on cached policy records too (p
 
 RESERVED_NAME = rule("preflight.reserved-name", Action.deny,
                      f"an init container named {CONTAINER_NAME} that is not the platform's preflight")
-UNAVAILABLE = rule("preflight.unavailable", Action.warn,
-                   "the pool has the preflight on, but this kind's templates cannot take an init container")
+UNAVAILABLE = rule("preflight.unavailable", Action.note,
+                   "the pool has the preflight on, but this kind's templates cannot take an init container (a note: "
+                   "the runtime's)")
 
 # what each skipped check removes from the expectations
 _SKIP = {
@@ -66,10 +67,9 @@ def mutate(ctx: Context) -> None:
     if templates and capable(adapter, PatchedTemplates) and "initContainers" in adapter.cannot_carry:
         runtime = "spec.runtimeRef" if get_path(workload.obj, ("spec", "runtimeRef")) is not None else "spec"
         ctx.report(UNAVAILABLE, runtime,
-                   f"pool {ctx.resolved.pool_name} checks every node with a preflight init container, and a "
-                   f"{workload.kind} cannot add one to its Pods: this {workload.kind} starts unchecked",
-                   f"add the {CONTAINER_NAME} init container to the runtime {runtime} names (its Pods come from it), "
-                   "or run the workload as a kind that carries its own pod template")
+                   f"this {workload.kind} starts on nodes nobody checked: a {workload.kind} cannot add pool "
+                   f"{ctx.resolved.pool_name}'s preflight init container",
+                   f"put {CONTAINER_NAME} in the runtime {runtime} names (its Pods come from it)")
         return
     # the markers each worker waits for: its Pods that the operator starts together (an elastic job's
     # minimum, not its launcher, which runs no preflight)

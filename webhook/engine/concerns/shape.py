@@ -15,12 +15,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...grammars.quantity import QuantityError, parse_quantity
 from ...policy.vocab import Action
 from ..concern import Concern
 from ..paths import field_path, get_path
 from ..reads import Reads
 from ..rule import rule
-from ..workloads import Workload
+from ..workloads import ResourcesOutsideTemplates, Workload, capable
 
 MALFORMED = rule("object.malformed", Action.deny, "a field trainadmit reads or writes has the wrong type")
 # the types of everything trainadmit reads or writes in the object's identity, its pod templates' metadata
@@ -32,6 +33,13 @@ CONCERN = Concern("object", rules=(MALFORMED,), reads=Reads(
          "priorityClassName"),
     container=("name", "resources", "env", "volumeMounts", "securityContext"),
     init_container=("name", "resources", "env", "volumeMounts", "securityContext")))
+
+
+def _shown(value: Any) -> str:
+    """A value as the manifest has it: strings quoted, booleans as YAML writes them."""
+    if isinstance(value, str):
+        return f'"{value}"'
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def _type_name(value: Any) -> str:
@@ -83,15 +91,7 @@ class _Checker:
     def container(self, c: dict, path: str) -> None:
         if c.get("name") is not None:
             self.expect(c["name"], str, f"{path}.name", "a string")
-        res = c.get("resources")
-        if self.expect(res, dict, f"{path}.resources", "a map"):
-            for section in ("limits", "requests"):
-                if res.get(section) is not None and self.expect(res[section], dict, f"{path}.resources.{section}",
-                                                                "a map"):
-                    for k, v in res[section].items():
-                        if not isinstance(v, str | int | float) or isinstance(v, bool):
-                            self.problems.append((f'{path}.resources.{section}["{k}"]',
-                                                  f"must be a quantity, got {_type_name(v)}"))
+        self.resources(c.get("resources"), f"{path}.resources")
         for i, env in self.list_of_maps(c.get("env"), f"{path}.env"):
             self.expect(env.get("name"), str, f"{path}.env[{i}].name", "a string")
             if env.get("value") is not None:
@@ -107,6 +107,23 @@ class _Checker:
                 if self.expect(add, list, f"{path}.securityContext.capabilities.add", "a list"):
                     for i, cap in enumerate(add):
                         self.expect(cap, str, f"{path}.securityContext.capabilities.add[{i}]", "a string")
+
+    def resources(self, res: Any, path: str) -> None:
+        """ResourceRequirements: every limit and request a quantity (``nvidia.com/gpu: $GPU_PER_WORKER``, a placeholder
+        never filled, is none: the apiserver refuses it, and trainadmit would count no GPUs)."""
+        if not self.expect(res, dict, path, "a map"):
+            return
+        for section in ("limits", "requests"):
+            if res.get(section) is not None and self.expect(res[section], dict, f"{path}.{section}", "a map"):
+                for k, v in res[section].items():
+                    at = f'.{section}["{k}"]'
+                    if not isinstance(v, str | int | float) or isinstance(v, bool):
+                        self.problems.append((f"{path}{at}", f"must be a quantity, got {_type_name(v)}"))
+                        continue
+                    try:
+                        parse_quantity(v)
+                    except QuantityError:
+                        self.problems.append((f"{path}{at}", f"must be a quantity, got {_shown(v)}"))
 
     def pod_spec(self, spec: Any, path: str) -> None:
         if not self.expect(spec, dict, path, "a map"):
@@ -136,13 +153,18 @@ def shape_problems(workload: Workload) -> list[tuple[str, str]]:
             c.problems.append((field_path(path), f"a {workload.kind} needs a {path[-1]}"))
     for declared in adapter.field_types:
         c.expect(get_path(obj, declared.path), declared.kind, field_path(declared.path), declared.what)
+    if c.problems:  # the object's own structure is broken: its templates and counts cannot be read
+        return c.problems
+    # every count and every quantity that cannot be read, in one answer (a placeholder left in a count and one in a
+    # GPU limit are fixed in one edit, not one CI run each)
     for path in adapter.count_fields(obj):
         value = get_path(obj, path)
         if value is not None and not (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
-            shown = f'"{value}"' if isinstance(value, str) else str(value).lower() if isinstance(value, bool) else value
-            c.problems.append((field_path(path), f"must be a non-negative whole number (a count), got {shown}"))
-    if c.problems:
-        return c.problems
+            c.problems.append((field_path(path), f"must be a non-negative whole number (a count), got {_shown(value)}"))
+    if capable(adapter, ResourcesOutsideTemplates):  # a TrainJob's spec.trainer.resourcesPerNode
+        for pattern in adapter.resource_patterns:
+            if not any(part in ("*", "[]") for part in pattern) and get_path(obj, pattern) is not None:
+                c.resources(get_path(obj, pattern), field_path(pattern))
     for template in workload.templates:
         if template.root:
             body = get_path(obj, template.root)

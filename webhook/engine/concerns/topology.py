@@ -17,6 +17,7 @@ from ..concern import Concern
 from ..context import Context
 from ..decision import Source
 from ..dra import pod_claims
+from ..fit import Limit
 from ..intent import gpu_request
 from ..paths import Path
 from ..plan import NoGang
@@ -32,8 +33,16 @@ DOMAIN_FIT = rule("topology.domain-fit", Action.deny,
                   "more workers than nodes in the largest domain of the requested topology level", Resize.grow)
 COLOCATION_UNAVAILABLE = rule("topology.colocation-unavailable", Action.warn,
                               "the requested colocation cannot be expressed for this object or backend")
-COLOCATION_RISK = rule("topology.colocation-risk", Action.warn,
-                       "the cluster's scheduler cannot guarantee that the workers start together in one domain")
+COLOCATION_RISK = rule(
+    "topology.colocation-risk", Action.note,
+    "the cluster's scheduler cannot guarantee that the workers start together in one domain (a note: the platform's)",
+    explain="measured with kube-scheduler 1.36: with required pod affinity the first worker picks its domain alone; "
+            "when that domain has no room for all the workers, a native gang is never bound although another domain "
+            "fits it, and without a gang the workers that fit start and hold their GPUs while the rest wait. So "
+            "without a scheduler that places a gang per domain (the native gang with TopologyAwareWorkloadScheduling, "
+            "Kueue's topology-aware scheduling, KAI with a Topology) trainadmit adds no colocation and the workers may "
+            "span domains; the platform team fixes it (Platform.spec.featureGates, the gang backend), a workload "
+            "only chooses to accept it (topology: any)")
 
 
 def mutate(ctx: Context) -> None:
@@ -87,50 +96,41 @@ def _kai(ctx: Context, node_label: str, source: Source) -> None:
 
 
 def _report_risk(ctx: Context, method: str) -> None:
-    """Warn where the colocation method cannot hold the gang's promise on the cluster the policy targets.
-
-    Measured with kube-scheduler 1.36 (racks of 4 and 3 free nodes, the smaller one scoring higher, 4
-    workers): required pod affinity put the first worker in the small rack; with a native gang none
-    was ever bound although the other rack was free, without a gang 3 were bound and the 4th waited
-    for good. Without the topology gate auto therefore adds no colocation, and the workers may span
-    domains. Explicit ``topologyMethod: none`` is the platform's own choice and is not warned about.
-    """
+    """Say (a note: the platform's to change, ``COLOCATION_RISK.explain``) where the colocation method cannot hold
+    the gang's promise on the cluster the policy targets: one sentence of what will happen, and the one change
+    the workload can make (accept it). Explicit ``topologyMethod: none`` is the platform's own choice and is not
+    said."""
     r, platform, target = ctx.resolved, ctx.policy.platform, ctx.plan.target
     level, n, key = r.level_name, r.gpu_pods, ctx.policy.keys.topology
     where = f'metadata.annotations["{key}"]'
+    accept = f"set {key}: any to ask for no {level}"
+    per_domain = (f"a gang backend that places a gang per domain (the native gang with {TOPOLOGY_GATE}, Kueue's "
+                  "topology-aware scheduling)")
     if method == "none" and platform.gang.topologyMethod == "auto":
         if ctx.plan.gang.why_not is NoGang.foreign:
             return  # the workload's own gang mechanism places it (a Kueue-managed JobSet: Kueue's topology)
         if target.backend is None:
-            ctx.report(COLOCATION_RISK, where,
-                       f"the {n} workers may span {level}s: without a gang scheduler nothing places them in one "
-                       f"{level}, and required pod affinity would let the first workers start in a {level} without "
-                       f"room for all {n} while the rest wait for good; trainadmit added no colocation",
-                       f"a gang backend with topology (the native gang with {TOPOLOGY_GATE}, Kueue's topology-aware "
-                       f"scheduling) places them; or set {key}: any")
-            return
+            lacks, fix = "no gang scheduler", per_domain
+        else:
+            lacks, fix = f"no {TOPOLOGY_GATE}", f"declare {TOPOLOGY_GATE} in Platform.spec.featureGates once it runs"
         ctx.report(COLOCATION_RISK, where,
-                   f"the {n} workers may span {level}s: without feature gate {TOPOLOGY_GATE} the scheduler cannot "
-                   f"place a native gang in one {level}, and required pod affinity would let the gang wait for good "
-                   f"when its first worker lands in a {level} without room for all {n}, although another {level} "
-                   "fits it; trainadmit added no colocation",
-                   f"declare {TOPOLOGY_GATE} in Platform.spec.featureGates once the cluster runs it (trainadmit then "
-                   f"writes a PodGroup topology constraint), or set {key}: any")
-    elif method == "podAffinity":
-        gang = "the gang may never start" if r.gang and target.backend is not None else \
-            "the workers that fit start and hold their GPUs"
-        native = target.backend is GangBackend.native and TOPOLOGY_GATE in target.gates
-        if native:
+                   f"the {n} workers may span {level}s: this cluster cannot hold a gang in one {level} ({lacks})",
+                   f"{accept}; platform team: {fix}")
+    elif method == "podAffinity":  # required pod affinity: the first worker picks the domain alone
+        if r.gang and target.backend is not None:
+            what = f"the gang may never start if its first worker lands in a {level} too small for all {n}"
+        else:
+            what = (f"the workers that fit start and hold their GPUs while the rest wait, if the first lands in a "
+                    f"{level} too small for all {n}")
+        if target.backend is GangBackend.native and TOPOLOGY_GATE in target.gates:
             fix = "set Platform.spec.gang.topologyMethod: auto (the PodGroup's topology constraint)"
         elif target.backend is GangBackend.kai:
-            fix = "set Platform.spec.gang.kaiTopology to the cluster's KAI Topology (KAI places the gang per domain)"
+            fix = "set Platform.spec.gang.kaiTopology to the cluster's KAI Topology"
         else:
-            fix = (f"use a scheduler that places the gang per domain (native gang with {TOPOLOGY_GATE}, Kueue's "
-                   "topology-aware scheduling)")
-        ctx.report(COLOCATION_RISK, where,
-                   f"required pod affinity cannot guarantee one {level} for {n} workers: the first worker picks its "
-                   f"{level} alone, and when that {level} has no room for all {n}, {gang} although another {level} "
-                   "fits them", fix + f", or set {key}: any")
+            fix = per_domain
+        ctx.report(COLOCATION_RISK, where, f"{what} (required pod affinity)", f"{accept}; platform team: {fix}")
+
+
 def _pod_affinity(ctx: Context, node_label: str, source: Source) -> None:
     """Required pod affinity of every GPU Pod to the workload's other GPU Pods on the level's node
     label (the first Pod of a group that matches its own term is schedulable; whether the rest fit its
@@ -178,32 +178,28 @@ def _gpu_path(ctx: Context, resource: str, template: PodTemplate, claims: frozen
     return path
 
 
-def _whole_nodes(ctx: Context, view: Workload, per: int, templates: dict) -> str:
-    """Values that give every GPU Pod a whole node, in the kind's own fields: each GPU template's GPU field,
-    and the largest GPU template's count fields for the workers the same GPUs make."""
-    r, scale = ctx.resolved, ctx.plan.scale
-    workers = max(1, ceil(r.total_gpus / per))
-    target = scale.target
-    changes = [_set_gpus(ctx, r, per, templates.get(t.root, t)) for t, gpus in r.gpu_templates if gpus != per]
-    others = sum(t.pods for t, _ in r.gpu_templates if target is None or t.root != target.root)
-    change = scale.with_pods(view, workers - others) if target is not None and workers > others else None
-    pods = others + change.pods if change is not None else r.gpu_pods
-    if change is not None and pods == r.gpu_pods:
-        change = None  # the count is already right: only the GPUs per Pod change
-    hint = "set " + " and ".join([*dict.fromkeys(changes), *([change.values_text] if change else [])])
-    if pods * per != r.total_gpus:
-        hint += f" ({pods * per} GPUs in all)"
-    return hint
+def _largest_domain(ctx: Context, pool, level) -> tuple[int, bool]:
+    """The nodes of the largest domain of ``level`` in the pool, and whether the cluster says so (else the policy's
+    ``maxNodes``)."""
+    known = ctx.cluster.largest_domain(pool, level)
+    return (known, True) if known is not None else (level.maxNodes, False)
 
 
-def _set_gpus(ctx: Context, r, per: int, template: PodTemplate, path: Path | None = None) -> str:
-    """``per`` GPUs per Pod in the field the template asks for them: its GPU resource, or the count of its
-    claim's GPU request."""
-    path = path or _gpu_path(ctx, r.gpu_resource or "", template, r.gpu_claims.get(template.root, frozenset()))
-    if path[-2:-1] == ("resourceClaims",):
-        unit = r.gpu_classes[0] if r.gpu_classes else "GPU"
-        return f"count: {per} in the {unit} request of the claim named at {ctx.user_field(path)}"
-    return f"{ctx.user_field(path)}: {per}"
+def limits(ctx: Context, view: Workload) -> list[Limit]:
+    """Whole nodes for multi-node workers, one node for one Pod, one domain of the requested level for the gang."""
+    r, pool = ctx.resolved, ctx.resolved.pool
+    if pool is None or not r.gpus_per_pod:
+        return []
+    per, name = pool.gpu.perNode, r.pool_name
+    out = [Limit(WHOLE_NODE, lambda s: s.gpu_pods <= 1 or all(g == per for g in s.per_pod),
+                 f"multi-node workers of pool {name} take whole nodes of {per} GPUs"),
+           Limit(SINGLE_NODE_FIT, lambda s: s.gpu_pods > 1 or all(g <= per for g in s.per_pod),
+                 f"a node of pool {name} has {per} GPUs")]
+    if r.level is not None:
+        domain, _ = _largest_domain(ctx, pool, r.level)
+        out.append(Limit(DOMAIN_FIT, lambda s: s.gpu_pods <= max(domain, 1),
+                         f"the largest {r.level_name} of pool {name} has {domain} nodes"))
+    return out
 
 
 def validate(ctx: Context, view: Workload) -> None:
@@ -216,40 +212,46 @@ def validate(ctx: Context, view: Workload) -> None:
         template = templates.get(original.root, original)
         gpu_path = _gpu_path(ctx, resource, template, r.gpu_claims.get(original.root, frozenset()))
         if r.gpu_pods > 1 and gpus != per:
+            fit = ctx.size_fit(view)
             ctx.report(WHOLE_NODE, gpu_path,
                        f"requests {gpus} GPUs per worker across {r.gpu_pods} workers; pool {name} has {per} "
-                       "GPUs per node: multi-node workers must take whole nodes",
-                       _whole_nodes(ctx, view, per, templates))
+                       "GPUs per node: multi-node workers must take whole nodes", fit.hint, fit.fix)
         if r.gpu_pods <= 1 and gpus > per:
-            workers = ceil(gpus / per)
-            count = ctx.plan.scale.with_pods(view, workers) if ctx.plan.scale.target is not None else None
-            hint = (f"set {_set_gpus(ctx, r, per, template, gpu_path)} and {count.values_text}" if count else
-                    f"set {_set_gpus(ctx, r, per, template, gpu_path)}, or run {workers} Pods of {per} GPUs as one "
-                    "workload (an Indexed batch/v1 Job)")
+            fit = ctx.size_fit(view)
+            hint = fit.hint
+            if not fit.counts and not fit.unfixable:  # the kind holds no count that could run more Pods
+                hint += (f", or run {ceil(gpus / per)} Pods of {per} GPUs as one workload (an Indexed batch/v1 "
+                         "Job)")
             ctx.report(SINGLE_NODE_FIT, gpu_path,
                        f"requests {gpus} GPUs in one pod; nodes of pool {name} have {per}: a pod cannot "
-                       "span nodes", hint)
+                       "span nodes", hint, fit.fix)
     nodes_needed = max(r.gpu_pods, 1)
     if r.level is not None and r.gpu_pods > 1:
-        known = ctx.cluster.largest_domain(pool, r.level)
-        domain = known if known is not None else r.level.maxNodes
+        domain, known = _largest_domain(ctx, pool, r.level)
         if nodes_needed > domain:
-            bigger = None
-            for level in pool.topology.levels:
-                size = ctx.cluster.largest_domain(pool, level)
-                size = size if size is not None else level.maxNodes
-                if size >= nodes_needed:
-                    bigger = level.name
-                    break
-            where = "in the cluster" if known is not None else "by policy"
-            fewer = ctx.plan.scale.fewer(view, nodes_needed - domain)
-            hint = f"set {ctx.policy.keys.topology}: {bigger}, or {fewer}" if bigger else fewer
+            fit = ctx.size_fit(view)
+            where = "in the cluster" if known else "by policy"
             ctx.report(DOMAIN_FIT, f'metadata.annotations["{ctx.policy.keys.topology}"]',
                        f"{r.gpu_pods} workers need {nodes_needed} nodes in one {r.level_name}, and the largest "
-                       f"{r.level_name} of pool {name} has {domain} nodes ({where})", hint)
+                       f"{r.level_name} of pool {name} has {domain} nodes ({where})",
+                       fit.hint + _larger_level(ctx, view, pool, domain), fit.fix)
+
+
+def _larger_level(ctx: Context, view: Workload, pool, domain: int) -> str:
+    """The other fix of a domain too small: a larger level whose domain holds the largest shape every other size
+    rule passes (with that shape's counts, when it is not the workload's own), as text after the size fix."""
+    other = ctx.size_fit(view, without=DOMAIN_FIT.id)
+    workers = other.shape.gpu_pods if other.shape is not None else 0
+    if other.unfixable or workers <= domain:
+        return ""  # the requested level is not what bounds it
+    for level in pool.topology.levels:
+        if _largest_domain(ctx, pool, level)[0] >= workers:
+            return f", or set {ctx.policy.keys.topology}: {level.name}" + (f" and {other.changes}" if other.changes
+                                                                          else "")
+    return ""
 
 
 CONCERN = Concern("topology", rules=(WHOLE_NODE, SINGLE_NODE_FIT, DOMAIN_FIT, COLOCATION_UNAVAILABLE, COLOCATION_RISK),
-                  mutate=mutate, validate=validate,
+                  mutate=mutate, validate=validate, limits=limits,
                   reads=Reads(metadata=("labels", "annotations", "name"), annotations=TOPOLOGY_REQUESTS,
                               pod=("affinity", "resourceClaims"), container=("resources",)))

@@ -28,6 +28,7 @@ from .base import (
     Inheriting,
     MountsElsewhere,
     Owner,
+    OwnMinimums,
     PatchedTemplates,
     PodTemplate,
     ResourcesOutsideTemplates,
@@ -97,8 +98,8 @@ def workload_of(obj: dict) -> Workload | None:
 
 __all__ = ["ADAPTERS", "BACKEND_IDS", "BY_KIND", "HANDLED_KINDS", "NATIVE_JOB_SCHEDULING", "NATIVE_POD_GROUP",
            "OWNERS", "OWNER_BY_KIND", "WORKLOAD_READS", "Adapter", "Aliased", "ContainerRef", "DefaultedGangSize",
-           "FieldType", "Follow", "Gang", "GangFields", "GangMethod", "GangShape", "GangShapeProblem", "GroupedGangs",
-           "InheritedRef", "InheritedTemplate", "Inheriting", "MountsElsewhere", "Owner", "PatchedTemplates",
-           "PodTemplate", "ResourcesOutsideTemplates", "RunLabelled", "Scale", "Skeleton", "TemplateSpec",
-           "UntemplatedPods", "Workload", "adapter_for", "capable", "kube_controller", "pod_resource_total",
-           "resource_count", "workload_of"]
+           "FieldType", "Follow", "Gang", "GangFields", "GangMethod", "GangShape", "GangShapeProblem",
+           "GroupedGangs", "InheritedRef", "InheritedTemplate", "Inheriting", "MountsElsewhere", "OwnMinimums",
+           "Owner", "PatchedTemplates", "PodTemplate", "ResourcesOutsideTemplates", "RunLabelled", "Scale",
+           "Skeleton", "TemplateSpec", "UntemplatedPods", "Workload", "adapter_for", "capable", "kube_controller",
+           "pod_resource_total", "resource_count", "workload_of"]

@@ -387,6 +387,35 @@ class Adapter:
                 found[size] = None
         return list(found)
 
+    def counts_with(self, obj: dict, values: dict[Path, int]) -> dict[Path, int]:
+        """``values`` (new values of some of ``obj``'s count fields) with every count field the kind ties to them, at
+        the values that keep the object one the kind's own admission and operator take: a template's ``follow``
+        fields take its first field's value (a Job's completions), its ``bounds`` widen to hold it (a Ray worker
+        group's minReplicas / maxReplicas). Kinds with other ties extend it (a Volcano Job's minAvailable)."""
+        out = dict(values)
+        for spec in self.templates(obj):
+            scale = spec.scale
+            if scale is None or not scale.fields or scale.fields[0] not in values:
+                continue
+            value = values[scale.fields[0]]
+            out.update((path, value) for path in scale.follow)
+            if len(scale.bounds) == 2:
+                low, high = (get_path(obj, path) for path in scale.bounds)
+                if isinstance(low, int) and not isinstance(low, bool) and low > value:
+                    out[scale.bounds[0]] = value
+                if isinstance(high, int) and not isinstance(high, bool) and high < value:
+                    out[scale.bounds[1]] = value
+        return out
+
+    def counts_valid(self, obj: dict) -> bool:
+        """Whether the kind's own admission takes ``obj``'s counts (a value a count fix must never offer)."""
+        return True
+
+    def tied_to_gpus(self, obj: dict, root: Path, before: int, after: int) -> dict[Path, object]:
+        """Fields of the kind that follow the GPUs per Pod of the template at ``root`` when they change from
+        ``before`` to ``after`` (an MPIJob's slotsPerWorker, its MPI ranks per worker)."""
+        return {}
+
     def template_view(self, obj: dict, spec: TemplateSpec) -> PodTemplate:
         """How the engine reads a template (a kind whose Pods are assembled from several places overrides it)."""
         return PodTemplate(obj, spec)
@@ -523,6 +552,7 @@ class GangShapeProblem:
     path: str
     message: str
     hint: str
+    fix: tuple[tuple[Path, object], ...] = ()  # the fields the hint sets, and their values
 
 
 @runtime_checkable
@@ -542,6 +572,14 @@ class DefaultedGangSize(Protocol):
     defaulted_by: str
 
     def defaulted_gang_size(self, obj: dict) -> tuple[int, str] | None: ...
+
+
+@runtime_checkable
+class OwnMinimums(Protocol):
+    """Templates of the kind carry a gang minimum of their own (a Volcano task's ``minAvailable``): ``own_minimums``
+    gives, per template that sets one, (the field, the template's root, the minimum, the template's Pods)."""
+
+    def own_minimums(self, obj: dict) -> list[tuple[Path, Path, int, int]]: ...
 
 
 @runtime_checkable

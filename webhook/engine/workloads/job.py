@@ -97,10 +97,10 @@ class JobAdapter(Adapter):
             out.append(GangShapeProblem(
                 "completion-mode", "spec.completionMode",
                 f"a gang Job needs completionMode Indexed so each of its {workers} workers gets a stable rank, "
-                f"got {mode}", "set spec.completionMode: Indexed"))
+                f"got {mode}", "set spec.completionMode: Indexed", ((("spec", "completionMode"), "Indexed"),)))
         if done != parallel:
             out.append(GangShapeProblem(
                 "parallelism-completions", "spec.completions",
                 f"parallelism {parallel} and completions {done if done is not None else '(unset)'} differ: "
-                "a gang runs all ranks at once", f"set spec.completions: {parallel}"))
+                "a gang runs all ranks at once", f"set spec.completions: {parallel}", ((COMPLETIONS, parallel),)))
         return out

@@ -11,7 +11,7 @@ the Job controller creates the Pods of its Jobs.
 
 from __future__ import annotations
 
-from ..paths import as_list, get_path
+from ..paths import Path, as_list, get_path
 from .base import NATIVE_POD_GROUP, Adapter, Gang, GangMethod, Scale, TemplateSpec, count, kai_gang
 
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
@@ -38,4 +38,17 @@ class JobSetAdapter(Adapter):
             out.append(TemplateSpec((*at, "template", "spec", "template"), name,
                                     count(rjob.get("replicas"), 1) * parallelism, True, f"replicatedJobs[{name}]",
                                     Scale(((*at, "replicas"), (*at, "template", "spec", "parallelism")))))
+        return out
+
+    def counts_with(self, obj: dict, values: dict[Path, int]) -> dict[Path, int]:
+        """A replicated Job whose completions equal its parallelism (every index at once: a gang's) keeps them equal
+        when its parallelism changes."""
+        out = super().counts_with(obj, values)
+        for i, rjob in enumerate(as_list(get_path(obj, ("spec", "replicatedJobs")))):
+            at = ("spec", "replicatedJobs", i, "template", "spec")
+            new = out.get((*at, "parallelism"))
+            spec = get_path(rjob, ("template", "spec")) if isinstance(rjob, dict) else None
+            if new is not None and isinstance(spec, dict) and spec.get("completions") is not None \
+                    and spec.get("completions") == count(spec.get("parallelism"), 1):
+                out[(*at, "completions")] = new
         return out

@@ -18,7 +18,7 @@ kubeflow/mpi-operator ``pkg/controller/podgroup.go``.
 
 from __future__ import annotations
 
-from ..paths import as_dict, get_path
+from ..paths import Path, as_dict, get_path, with_values
 from .base import NATIVE_POD_GROUP, Adapter, Gang, GangFields, GangMethod, Scale, TemplateSpec, count, kai_gang
 
 POLICY = ("spec", "runPolicy", "schedulingPolicy")
@@ -85,6 +85,45 @@ class _KubeflowAdapter(Adapter):
     def child_labels(self) -> tuple[str, ...]:
         return (self.pods_label, "training.kubeflow.org/operator-name")
 
+    def counts_with(self, obj: dict, values: dict[Path, int]) -> dict[Path, int]:
+        """``runPolicy.schedulingPolicy.minAvailable`` is the gang the operator builds its PodGroup from: one larger
+        than the job's Pods never starts, and one that held every Pod keeps holding every Pod."""
+        out = super().counts_with(obj, values)
+        minimum = get_path(obj, (*POLICY, "minAvailable"))
+        if isinstance(minimum, int) and not isinstance(minimum, bool) and minimum > 0:
+            before = sum(t.pods for t in self.templates(obj))
+            after = sum(t.pods for t in self.templates(with_values(obj, out)))
+            if after != before and (minimum == before or minimum > after):
+                out[(*POLICY, "minAvailable")] = after
+        return out
+
+
+def _elastic_counts(obj: dict, field: str, out: dict[Path, int]) -> dict[Path, int]:
+    """An elastic job's workers stay within ``elasticPolicy.minReplicas`` and ``maxReplicas`` (the operator scales
+    them between the two): the bounds widen to hold a new Worker count."""
+    workers = out.get(("spec", field, "Worker", "replicas"))
+    policy = as_dict(get_path(obj, ELASTIC))
+    if workers is None or not policy:
+        return out
+    low, high = policy.get("minReplicas"), policy.get("maxReplicas")
+    if isinstance(low, int) and not isinstance(low, bool) and low > workers:
+        out[(*ELASTIC, "minReplicas")] = workers
+    if isinstance(high, int) and not isinstance(high, bool) and high < workers:
+        out[(*ELASTIC, "maxReplicas")] = workers
+    return out
+
+
+SLOTS_PER_WORKER = ("spec", "slotsPerWorker")
+
+
+def _slots(obj: dict, root: Path, before: int, after: int) -> dict[Path, object]:
+    """An MPIJob's ``slotsPerWorker`` is the MPI ranks of each worker, one per GPU when it equals the worker's GPUs:
+    it follows them."""
+    slots = get_path(obj, SLOTS_PER_WORKER)
+    if root == ("spec", "mpiReplicaSpecs", "Worker", "template") and slots == before:
+        return {SLOTS_PER_WORKER: after}
+    return {}
+
 
 class PyTorchJobAdapter(_KubeflowAdapter):
     group, versions, kind, plural = "kubeflow.org", ("v1",), "PyTorchJob", "pytorchjobs"
@@ -96,6 +135,9 @@ class PyTorchJobAdapter(_KubeflowAdapter):
 
     def gang_size(self, obj: dict, templates: list[TemplateSpec]) -> int:
         return _elastic_gang_size(obj, templates) or super().gang_size(obj, templates)
+
+    def counts_with(self, obj: dict, values: dict[Path, int]) -> dict[Path, int]:
+        return _elastic_counts(obj, self.replicas_field, super().counts_with(obj, values))
 
 
 class MPIJobV1Adapter(_KubeflowAdapter):
@@ -111,6 +153,10 @@ class MPIJobV1Adapter(_KubeflowAdapter):
     }
     replicas_field, default_replicas = "mpiReplicaSpecs", {"Launcher": 1, "Worker": 0}
     controllers = (TRAINING_OPERATOR_ACCOUNT,)
+    counts = (SLOTS_PER_WORKER,)
+
+    def tied_to_gpus(self, obj: dict, root: Path, before: int, after: int) -> dict[Path, object]:
+        return _slots(obj, root, before, after)
 
 
 class MPIJobV2Adapter(_KubeflowAdapter):
@@ -128,6 +174,10 @@ class MPIJobV2Adapter(_KubeflowAdapter):
     # the launcher is one batch/v1 Job's Pod; workers are Pods of the MPIJob
     replicas_field, default_replicas = "mpiReplicaSpecs", {"Launcher": 1, "Worker": 0}
     controllers = ("system:serviceaccount:mpi-operator:mpi-operator",)
+    counts = (SLOTS_PER_WORKER,)
+
+    def tied_to_gpus(self, obj: dict, root: Path, before: int, after: int) -> dict[Path, object]:
+        return _slots(obj, root, before, after)
 
 
 class TFJobAdapter(_KubeflowAdapter):
@@ -156,3 +206,6 @@ class PaddleJobAdapter(_KubeflowAdapter):
 
     def gang_size(self, obj: dict, templates: list[TemplateSpec]) -> int:
         return _elastic_gang_size(obj, templates) or super().gang_size(obj, templates)
+
+    def counts_with(self, obj: dict, values: dict[Path, int]) -> dict[Path, int]:
+        return _elastic_counts(obj, self.replicas_field, super().counts_with(obj, values))

@@ -15,7 +15,7 @@ Pods of its StatefulSets from the LeaderWorkerSet's templates, with their proven
 from __future__ import annotations
 
 from ..backends import VOLCANO_QUEUE
-from ..paths import get_path
+from ..paths import as_dict, get_path
 from .base import (
     NATIVE_POD_GROUP,
     Adapter,
@@ -73,3 +73,18 @@ class LeaderWorkerSetAdapter(Adapter):
 
     def gang_size(self, obj: dict, templates: list[TemplateSpec]) -> int:
         return max(count(get_path(obj, SIZE), 1), 1)
+
+    def counts_valid(self, obj: dict) -> bool:
+        """LeaderWorkerSet's admission takes a group ``size`` of at least 1, and with a ``subGroupPolicy`` only one
+        of at least its ``subGroupSize`` that it divides (or divides less the leader; with ``LeaderExcluded``, only
+        that) (kubernetes-sigs/lws pkg/webhooks/leaderworkerset_webhook.go, ``validateUpdateSubGroupPolicy``)."""
+        size = count(get_path(obj, SIZE), 1)
+        policy = as_dict(get_path(obj, ("spec", "leaderWorkerTemplate", "subGroupPolicy")))
+        sub = policy.get("subGroupSize")
+        if size < 1:
+            return False
+        if not isinstance(sub, int) or isinstance(sub, bool) or sub < 1:
+            return True
+        if policy.get("type") == "LeaderExcluded":
+            return size >= sub and (size - 1) % sub == 0
+        return size >= sub and (size % sub == 0 or (size - 1) % sub == 0)

@@ -13,8 +13,10 @@ ServiceAccount ``volcano-system/volcano-controllers`` (the Helm release ``volcan
 
 from __future__ import annotations
 
-from ..paths import as_list, get_path
+from ..paths import Path, as_list, get_path
 from .base import NATIVE_POD_GROUP, Adapter, Gang, GangFields, GangMethod, Scale, TemplateSpec, count
+
+MIN_AVAILABLE = ("spec", "minAvailable")
 
 _FIELDS = GangFields(size=("spec", "minAvailable"), queue=("spec", "queue"), queue_crd_default="default",
                      priority=("spec", "priorityClassName"),
@@ -48,6 +50,39 @@ class VolcanoJobAdapter(Adapter):
         return out
 
     defaulted_by = "Volcano's admission webhook"
+
+    def own_minimums(self, obj: dict) -> list[tuple[Path, Path, int, int]]:
+        """Each task's own ``minAvailable``: how many of its Pods Volcano's gang holds together (0: none)."""
+        out = []
+        for i, task in enumerate(as_list(get_path(obj, ("spec", "tasks")))):
+            own = task.get("minAvailable") if isinstance(task, dict) else None
+            if isinstance(own, int) and not isinstance(own, bool) and isinstance(task.get("template"), dict):
+                out.append((("spec", "tasks", i, "minAvailable"), ("spec", "tasks", i, "template"), own,
+                            count(task.get("replicas"), 1)))
+        return out
+
+    def counts_with(self, obj: dict, values: dict[Path, int]) -> dict[Path, int]:
+        """Volcano's admission refuses a task whose ``minAvailable`` exceeds its ``replicas`` and a job whose
+        ``minAvailable`` exceeds its tasks' replicas together (pkg/webhooks/admission/jobs/validate/admit_job.go):
+        a task's minimum comes down with its replicas, and the job's with their sum (a job-wide minimum that held
+        every replica keeps holding every replica)."""
+        out = super().counts_with(obj, values)
+        tasks = as_list(get_path(obj, ("spec", "tasks")))
+        before = after = 0
+        for i, task in enumerate(tasks):
+            if not isinstance(task, dict):
+                continue
+            replicas = count(task.get("replicas"), 1)
+            new = out.get(("spec", "tasks", i, "replicas"), replicas)
+            before, after = before + replicas, after + new
+            own = task.get("minAvailable")
+            if isinstance(own, int) and not isinstance(own, bool) and own > new:
+                out[("spec", "tasks", i, "minAvailable")] = new
+        minimum = get_path(obj, MIN_AVAILABLE)
+        if isinstance(minimum, int) and not isinstance(minimum, bool) and minimum > 0 and after != before and (
+                minimum == before or minimum > after):
+            out[MIN_AVAILABLE] = after
+        return out
 
     def gang_size(self, obj: dict, templates: list[TemplateSpec]) -> int:
         minimum = count(get_path(obj, ("spec", "minAvailable")), 0)
