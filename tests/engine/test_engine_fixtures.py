@@ -102,18 +102,24 @@ def test_mutated_objects_are_schema_valid_patch_exact_and_idempotent(backend_pol
     assert [v.as_dict() for v in again.violations] == [v.as_dict() for v in d.violations]
 
 
-def test_generate_name_job_needs_a_name_only_where_the_backend_names_a_podgroup(backend_policy):
-    """With generateName the mutating webhook sees no name (job-07); only PodGroup-naming backends care."""
-    name, policy = backend_policy
+def test_generate_name_job_is_named_and_ganged_on_every_backend(backend_policy):
+    """With generateName the mutating webhook sees no name (job-07): on every backend the decision names the Job
+    first (the name the request carries, else <generateName>xxxxx) and derives its gang from that name; it is
+    never refused for it. A second pass over the mutated Job (a reinvocation) keeps the name and patches nothing."""
+    _, policy = backend_policy
     req = review("job-07-mutate-Job-CREATE.json")["request"]
     assert "name" not in req["object"]["metadata"]
-    d = decide(policy, Request(deep(req["object"]), namespace=req["namespace"]))
-    rules = {v.rule for v in d.denials}
-    if name in ("native-podgroup", "coscheduling"):
-        assert rules == {"gang.name-required"}
-        assert "set metadata.name" in d.denials[0].hint
-    else:
-        assert d.allowed, [v.text() for v in d.violations]
+    d = decide(policy, Request(deep(req["object"]), namespace=req["namespace"], generated_name="sweep-k5r2d"))
+    assert d.allowed, [v.text() for v in d.violations]
+    assert "gang.name-required" not in {v.rule for v in d.violations}
+    assert d.mutated["metadata"]["name"] == "sweep-k5r2d" and d.summary["name"] == "sweep-k5r2d"
+    assert d.summary["gang"] != "none"
+    for companion in d.companions:  # the PodGroups named after the Job
+        assert companion["metadata"]["name"].startswith("sweep-k5r2d"), companion
+    again = decide(policy, Request(deep(d.mutated), namespace=req["namespace"], generated_name="sweep-other"))
+    assert again.patch == [] and again.allowed
+    predicted = decide(policy, Request(deep(req["object"]), namespace=req["namespace"]))
+    assert predicted.mutated["metadata"]["name"] == "sweep-xxxxx"
 
 
 def test_validate_phase_accepts_what_mutate_produced(policy):

@@ -96,8 +96,8 @@ EXPECTED: dict[str, object] = {
     "kuberay-ray-cluster.kai-scheduler.yaml#0": U,
     "kuberay-ray-cluster.kai-scheduler.yaml#1": U,
     "kuberay-ray-cluster.kai-scheduler.yaml#2": U,  # no GPU
-    # generateName: the native PodGroup is named after the RayJob; 4 workers x 1 GPU
-    "kuberay-ray-job.pytorch-image-classifier.yaml#0": denied("gang.name-required", "topology.whole-node"),
+    # generateName (the decision names it; the native PodGroup is named after it); 4 workers x 1 GPU
+    "kuberay-ray-job.pytorch-image-classifier.yaml#0": denied("topology.whole-node"),
     "kueue-kueue-pod-group.yaml#0": U,
     "kueue-kueue-pod-group.yaml#1": U,
     "kueue-ray-cluster-sample.yaml#0": U,

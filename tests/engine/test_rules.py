@@ -258,16 +258,20 @@ def test_a_gang_job_names_its_scheduler_once(tmp_path):
     assert [v.path for v in warnings] == ["spec.template.spec.schedulerName"], warnings
 
 
-def test_a_job_that_cannot_join_the_gang_gets_no_gang_side_effects(tmp_path):
-    """generateName Jobs have no name for the PodGroup: no gang, and no scheduler that only the gang needed."""
+def test_a_generate_name_job_is_named_and_gets_its_coscheduling_gang(tmp_path):
+    """A generateName Job (no name during admission) under coscheduling, whose PodGroup and Pod label are named
+    after the Job: the decision names it first (<generateName>xxxxx without a drawn name) and gangs it."""
     from support.policies import BACKENDS, write_policy
 
     from trainadmit.engine import load_policy
 
     cosched = load_policy(write_policy(tmp_path / "coscheduling", BACKENDS["coscheduling"]))
     obj = job()
-    obj["metadata"]["generateName"] = obj["metadata"].pop("name") + "-"
+    prefix = obj["metadata"].pop("name") + "-"
+    obj["metadata"]["generateName"] = prefix
     d = decide(cosched, Request(obj, "CREATE"))
-    assert "gang.name-required" in rules_of(d)
-    assert d.summary["gang"] == "none"
-    assert not [op for op in d.patch if op["path"].endswith("/schedulerName")], d.patch
+    assert "gang.name-required" not in rules_of(d)
+    assert d.summary["gang"] == "coscheduling" and d.summary["name"] == f"{prefix}xxxxx"
+    assert d.patch[0] == {"op": "add", "path": "/metadata/name", "value": f"{prefix}xxxxx"}
+    assert d.mutated["spec"]["template"]["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == f"{prefix}xxxxx"
+    assert [c["metadata"]["name"] for c in d.companions] == [f"{prefix}xxxxx"]

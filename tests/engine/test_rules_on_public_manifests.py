@@ -9,6 +9,7 @@ intent on a bare Pod, colocation that cannot be expressed.
 from __future__ import annotations
 
 import copy
+import json
 
 from support.builders import with_gpus
 from support.manifests import load_yaml, review
@@ -78,19 +79,22 @@ def test_gang_intent_on_a_bare_pod_is_a_warning_and_no_gang(policy):
     assert "schedulingGroup" not in d.mutated["spec"] and all(i.concern != "gang" for i in d.injections)
 
 
-def test_colocating_a_generate_name_job_by_pod_affinity_cannot_name_its_pods(tmp_path):
+def test_a_generate_name_job_colocated_by_pod_affinity_is_named_and_its_pods_selected_by_that_name(tmp_path):
     """A generateName Job as a real kube-apiserver sent it (admission-reviews/job-07: 4 x 8 GPUs, rack) under the
-    Volcano backend: its workers are colocated by pod affinity to the Job's own Pods, which a generateName Job
-    cannot name yet."""
+    Volcano backend: its workers are colocated by pod affinity to the Job's own Pods, selected by the Job's name,
+    so the decision names the Job first (``sweep-xxxxx`` without a name drawn by the server) and selects by it."""
     policy = load_policy(write_policy(tmp_path, {"gang": {"backend": "volcano"}}))
     obj = review("job-07-mutate-Job-CREATE.json")["request"]["object"]
     d = decide(policy, Request(obj, namespace="team-nlp"))
-    v = violation(d, "topology.colocation-unavailable")
-    assert v.action.value == "warn" and v.path == "metadata.name"
-    assert v.message == ("colocation at level rack selects the Job's own pods by name, and a generateName Job has no "
-                         "name during admission; workers may spread")
-    assert v.hint == "set metadata.name"
-    assert "podAffinity" not in d.mutated["spec"]["template"]["spec"].get("affinity", {})
+    assert "topology.colocation-unavailable" not in {v.rule for v in d.violations}
+    assert d.mutated["metadata"]["name"] == "sweep-xxxxx" and d.summary["gang"] == "volcano"
+    affinity = d.mutated["spec"]["template"]["spec"]["affinity"]["podAffinity"]
+    terms = affinity["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert terms == [{"labelSelector": {"matchLabels": {"batch.kubernetes.io/job-name": "sweep-xxxxx"}},
+                      "topologyKey": "topology.kubernetes.io/rack"}]
+    drawn = decide(policy, Request(obj, namespace="team-nlp", generated_name="sweep-b2z9q"))
+    assert drawn.mutated["metadata"]["name"] == "sweep-b2z9q"
+    assert "sweep-xxxxx" not in json.dumps(drawn.patch) and json.dumps(drawn.patch).count("sweep-b2z9q") >= 2
 
 
 def test_a_workload_another_gang_mechanism_places_is_not_colocated_and_the_decision_says_so(tmp_path):

@@ -200,6 +200,18 @@ class Outcome:
         return f"{self.submitted.get('kind')} {meta.get('namespace')}/{meta.get('name') or meta.get('generateName')}"
 
 
+def with_drawn_name(obj: dict, record: dict, stored: dict) -> dict:
+    """check names a ``generateName`` object ``<generateName>xxxxx`` (engine.naming), the webhook draws the 5
+    characters: the prediction with the stored name in their place, so everything derived from it compares."""
+    from trainadmit.engine.naming import generated
+
+    prefix = (obj.get("metadata") or {}).get("generateName")
+    name = (stored.get("metadata") or {}).get("name")
+    if not prefix or (obj.get("metadata") or {}).get("name") or not name or not record.get("patch"):
+        return record
+    return {**record, "patch": json.loads(json.dumps(record["patch"]).replace(generated(prefix), name))}
+
+
 def render(http: KubeHTTP, obj: dict, namespace: str) -> dict:
     """The apiserver's own rendering of ``obj`` (defaults, canonical quantities, pruning), stored nowhere."""
     body = copy.deepcopy(obj)
@@ -227,6 +239,7 @@ def submit(http: KubeHTTP, obj: dict, record: dict, render_namespace: str) -> Ou
         out.problems.append(f"refused, but check admits it: {out.refused.message}")
         return out
     assert out.stored is not None
+    record = with_drawn_name(obj, record, out.stored)
     out.problems += patch_problems(out.stored, record["patch"])
     expected = render(http, predicted(obj, record), render_namespace)
     out.problems += differences(normalized(out.stored), normalized(expected))

@@ -45,7 +45,6 @@ RULE_SETTINGS: dict[str, tuple[str, tuple[str, ...]]] = {
     "storage.shm-exceeds-memory": ("Platform", ("spec", "shm", "sizeLimit")),
     "gang.cluster-support": ("Platform", ("spec", "gang", "backend")),
     "gang.unsupported": ("Platform", ("spec", "gang", "backend")),
-    "gang.name-required": ("Platform", ("spec", "gang", "backend")),
     "gang.completion-mode": ("Platform", ("spec", "gang", "backend")),
     "gang.parallelism-completions": ("Platform", ("spec", "gang", "backend")),
 }

@@ -8,6 +8,7 @@ from pydantic import BaseModel
 
 from ..engine import RULES
 from ..policy.models import DOCUMENT_KINDS
+from ..policy.vocab import RETIRED_RULES
 from .suite import Case
 
 BEGIN = "<!-- BEGIN GENERATED REFERENCE (trainadmit policy reference) -->"
@@ -98,5 +99,8 @@ def _rules_table() -> list[str]:
         declared = RULES[rule_id]
         summary = declared.summary.replace("|", "\\|")
         lines.append(f"| `{rule_id}` | {declared.default.value} | {summary} |")
+    lines += ["", "Retired ids: still accepted in `Platform.spec.rules` (an override has no effect), never reported.",
+              "", "| rule | why |", "|---|---|"]
+    lines += [f"| `{rule_id}` | {why.replace('|', chr(92) + '|')} |" for rule_id, why in sorted(RETIRED_RULES.items())]
     lines.append("")
     return lines

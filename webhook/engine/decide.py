@@ -27,9 +27,10 @@ from .clusterview import COMPANION_KINDS, ClusterView, NoCluster, Presence, ref_
 from .concerns import final_state, freshness
 from .concerns.shape import MALFORMED, shape_problems
 from .context import Context
-from .decision import Decision, Violation
+from .decision import Decision, Source, Violation
 from .demand import Demand, gpu_demand
 from .intent import Resolved, gpu_resources_of, has_intent, resolve
+from .naming import name_for, named
 from .patch import Patcher, replay
 from .plan import make_plan
 from .reads import projection
@@ -256,6 +257,13 @@ def decide_declared(policy: PolicySet, request: Request, cluster: ClusterView | 
         return Decision(matched=False, generation=policy.generation,
                         reason=f"no pool fits this GPU workload ({ctx.resolved.no_pool}); Platform.spec.noPool: ignore")
     ctx.plan = make_plan(workload, ctx.resolved, policy, ctx.cluster, ctx.claim_classes)
+    name = name_for(workload, ctx.plan, request)
+    if name is not None:  # a generateName workload named first, as the apiserver would: all else derives from it
+        ctx.inject(("metadata", "name"), name, "gang" if ctx.plan.gang.requested else "topology",
+                   Source("object", "", ("metadata", "generateName"),
+                          "named as the apiserver names a generateName object, before its gang is named"))
+        workload = ctx.workload = workload.with_object(named(obj, name))
+        ctx.plan = make_plan(workload, ctx.resolved, policy, ctx.cluster, ctx.claim_classes)
     # the kind's writable templates need their parents first (a TrainJob's runtime patch)
     for op, path, value in adapter.skeleton(obj, workload.inherited) if capable(adapter, Skeleton) else ():
         if op == "append":

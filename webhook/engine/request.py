@@ -11,7 +11,9 @@ class Request:
     """One admission (or one `check` object): the object, the operation, the old object on UPDATE,
     who asks, and whether it is a dry run. ``phase`` is ``mutate`` or ``validate``: the webhook that
     asks (``check`` uses ``deciding_phase``); ``audit``: a stored object judged as a CREATE, as ``mutate`` is,
-    that also says what it lacks (``final.not-admitted``)."""
+    that also says what it lacks (``final.not-admitted``). ``generated_name``: the name a CREATE of an object
+    with only ``generateName`` gets if its decision names it (``engine.naming``; the server draws one per request,
+    as the apiserver would); "" names it ``<generateName>xxxxx``, the same in every run (``check``)."""
 
     obj: Any
     operation: str = "CREATE"
@@ -20,6 +22,7 @@ class Request:
     user: dict = field(default_factory=dict)
     dry_run: bool = False
     phase: str = "mutate"
+    generated_name: str = ""
 
     @property
     def effective_namespace(self) -> str | None:

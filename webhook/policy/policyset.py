@@ -18,7 +18,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from .compiled import CompiledRule, compile_rules
-from .vocab import Action, Enforceable, GangBackend
+from .vocab import RETIRED_RULES, Action, Enforceable, GangBackend
 
 if TYPE_CHECKING:  # types only: a cached set holds plain records of these (cache), not pydantic models
     from .models import (
@@ -209,7 +209,7 @@ class PolicySet:
                              "fix the CEL expression (the language of ValidatingAdmissionPolicy)"))
         custom = set(self.rules) | set(unresolved.get("Rule", ()))
         for rule in self.platform.rules:
-            if rule not in builtin_rules and rule.removeprefix("custom.") not in custom:
+            if rule not in builtin_rules and rule not in RETIRED_RULES and rule.removeprefix("custom.") not in custom:
                 close = difflib.get_close_matches(rule, sorted(builtin_rules), n=1)
                 problems.append((platform_ref, ("spec", "rules", rule), "unknown rule id",
                                  f"did you mean {close[0]}?" if close else

@@ -37,6 +37,14 @@ class Action(StrEnum):
     off = "off"
 
 
+# Rule ids the engine no longer reports, with why: ``Platform.spec.rules`` may still name them (a policy written
+# for an earlier release keeps loading; the override has no effect), and the policy reference lists them.
+RETIRED_RULES: dict[str, str] = {
+    "gang.name-required": "retired: the mutating webhook names a generateName workload itself, as the apiserver "
+                          "would, before naming its PodGroup (engine.naming), so it is never refused for it",
+}
+
+
 class Enforceable(StrEnum):
     """Fields a policy can own outright: a different user value is then a denial."""
 

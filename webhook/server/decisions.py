@@ -19,7 +19,10 @@ sentinel given the real name back); a name that equals a word the decision could
 policy's names and values, a string the engine's or the grammars' code holds, collected from their code
 objects) is never remembered. What a decision asked the cluster view (pool and domain sizes, quota) is
 recorded with the answers, and a hit counts only when every answer is unchanged. Objects the key cannot
-hold safely (no usable name, a malformed value, anything but CREATE) are decided from scratch.
+hold safely (no usable name, a malformed value, anything but CREATE) are decided from scratch. A ``generateName``
+object's key holds no name: the name the server drew for it (``Request.generated_name``, which the decision
+gives it when it needs one: ``engine.naming``) takes the sentinel's place, so two such jobs of one shape share
+an entry and each gets its own name.
 
 ``tests/server/test_decision_cache.py`` checks over generated objects, policies and cluster states that a
 remembered decision equals ``decide``'s, and that a built-in rule reading a field no other rule reads is
@@ -125,6 +128,10 @@ class DecisionCache:
         text = _key_text(project(policy, obj))
         if text is None or SENTINEL in text or (name is not None and name in self._risky):
             return self._bypass(request, cluster)
+        # a generateName object has no name in the key; the one drawn for it (engine.naming) is the sentinel's
+        generated = request.generated_name if name is None else ""
+        if generated and (not _nameable(generated) or generated in self._risky or generated in text):
+            return self._bypass(request, cluster)
         if name is not None:  # usually the name occurs once, as the whole metadata.name value
             text = text.replace(name, SENTINEL) if text.count(name) == 1 else _tokens_replaced(text, name, SENTINEL)
         uid = meta.get("uid")  # left out of the projection; what the apiserver derived from it is not (a
@@ -138,18 +145,19 @@ class DecisionCache:
         # on who asks: both reasons are part of the key
         workload = workload_of(obj)
         made_by = made_by_controller(policy, workload, request.user) if workload is not None else ""
-        key = _digest(f"{request.phase}|{namespace}|{exempt_user(policy, request.user)}|{made_by}|{text}")
+        key = _digest(f"{request.phase}|{namespace}|{exempt_user(policy, request.user)}|{made_by}|{bool(generated)}|"
+                      f"{text}")
         entry = self._entries.get(key)
         if entry is None or not entry.still_holds(cluster):
             self.misses += 1
-            entry, fresh = self._compute(request, text, name, uid, cluster)
+            entry, fresh = self._compute(request, text, name or generated or None, uid, cluster)
             if entry is None:  # the name is not opaque to this decision: answer from scratch, remember nothing
                 self.bypassed += 1
                 return self._complete(fresh, request, key=None)
             self._remember(self._entries, key, entry)
         else:
             self.hits += 1
-        return self._complete(self._instantiate(entry, request, name, uid), request, key)
+        return self._complete(self._instantiate(entry, request, name or generated or None, uid), request, key)
 
     def _bypass(self, request: Request, cluster: ClusterView) -> Decision:
         self.bypassed += 1
@@ -166,7 +174,7 @@ class DecisionCache:
         for the real object; no entry when giving the sentinels the real values back does not give that."""
         recorder = _Recorder(cluster)
         as_keyed = Request(json.loads(text), request.operation, request.old, request.namespace, request.user,
-                           request.dry_run, request.phase)
+                           request.dry_run, request.phase, SENTINEL if request.generated_name else "")
         d = decide_declared(self.policy, as_keyed, recorder)  # type: ignore[arg-type]
         violations = tuple((v.rule, v.action.value, v.path, v.message, v.hint, v.fix) for v in d.violations)
         constant = type(cluster) if getattr(cluster, "constant", False) else None

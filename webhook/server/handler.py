@@ -9,6 +9,8 @@ Every answer comes from one policy generation: the caller passes the generation'
 
 from __future__ import annotations
 
+import json
+import secrets
 import time
 import traceback
 from collections.abc import Callable
@@ -17,6 +19,7 @@ from typing import Any
 
 from ..engine import Decision, Request, decide
 from ..engine.clusterview import ClusterView
+from ..engine.naming import ALPHABET, SUFFIX_LENGTH, generated
 from .admission import BadReview, Review, decision_response, parse_review, response
 from .cost import Busy, MemoryBudget, TooCostly, estimate
 from .decisions import DecisionCache
@@ -89,6 +92,7 @@ def _answer(webhook: str, body: bytes, decisions: DecisionCache | None, cluster:
     policy = decisions.policy if decisions is not None else None
     records: list[dict[str, Any]] = []
     decision: Decision | None = None
+    req: Request | None = None
     if decisions is None:
         result = response(review.uid, False, code=503, reason="ServiceUnavailable",
                           message="trainadmit has no policy loaded; refusing to admit without policy")
@@ -98,7 +102,9 @@ def _answer(webhook: str, body: bytes, decisions: DecisionCache | None, cluster:
         result = response(review.uid, True)
     else:
         req = Request(review.obj, operation=review.operation, old=review.old, namespace=review.namespace,
-                      user=review.user, dry_run=review.dry_run, phase=webhook)
+                      user=review.user, dry_run=review.dry_run, phase=webhook,
+                      generated_name=draw_name(review.obj) if webhook == "mutate" and review.operation == "CREATE"
+                      else "")
         try:
             decision = decide_review(decisions, req, cluster, large)
         except Exception as exc:
@@ -116,11 +122,23 @@ def _answer(webhook: str, body: bytes, decisions: DecisionCache | None, cluster:
     warned = tuple(dict.fromkeys(v.rule for v in decision.warnings)) if decision else ()
     records.append(record(
         "decision", uid=review.uid, webhook=webhook, kind=_kind(review), operation=review.operation,
-        namespace=review.namespace, name=_name(review), dry_run=review.dry_run, allowed=outcome != "denied",
+        namespace=review.namespace, name=_named(decision, req) or _name(review), dry_run=review.dry_run,
+        allowed=outcome != "denied",
         result=outcome, denied=list(denied), warned=list(warned),
         generation=policy.generation if policy else None, latency_ms=round(elapsed * 1000, 3)))
     return Answer(200, result, webhook, tuple(records), _kind(review), review.operation, outcome, elapsed,
                   denied, warned, counts(webhook, outcome))
+
+
+def draw_name(obj: Any, choice: Callable[[str], str] = secrets.choice) -> str:
+    """The name the apiserver would give ``obj`` if it has only ``generateName`` (its prefix cut to 58 characters
+    and 5 random characters of its alphabet), "" when it has a name or no prefix. Drawn for every such CREATE on
+    ``/mutate``; the engine uses it only when the decision names the object (``engine.naming``)."""
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    prefix = meta.get("generateName") if isinstance(meta, dict) and not meta.get("name") else None
+    if not isinstance(prefix, str) or not prefix:
+        return ""
+    return generated(prefix, "".join(choice(ALPHABET) for _ in range(SUFFIX_LENGTH)))
 
 
 def counts(webhook: str, outcome: str | None) -> bool:
@@ -148,6 +166,16 @@ def _name(review: Review) -> str | None:
     """The object's name, or its generateName prefix (a created object may have no name yet)."""
     meta = review.obj.get("metadata") if isinstance(review.obj, dict) else None
     return review.name or (meta.get("generateName") if isinstance(meta, dict) else None)
+
+
+def _named(decision: Decision | None, req: Request | None) -> str | None:
+    """The name the decision gave a ``generateName`` object (``engine.naming``), else None."""
+    if decision is None or req is None or not req.generated_name:
+        return None
+    op = {"op": "add", "path": "/metadata/name", "value": req.generated_name}
+    named = (json.dumps(op, separators=(",", ":")) in decision.patch_json if decision.patch_json
+             else op in decision.patch)
+    return req.generated_name if named else None
 
 
 def floor_answer(webhook: str, review: Review, result: dict, started: float) -> Answer:

@@ -66,8 +66,6 @@ PARALLELISM_COMPLETIONS = rule("gang.parallelism-completions", Action.deny,
 RESIZE_NOT_FOLLOWED = rule("gang.resize-not-followed", Action.deny,
                            "a resize the workload's gang cannot follow: its size field was not changed with it, "
                            "or nothing updates its PodGroup", Resize.any)
-NAME_REQUIRED = rule("gang.name-required", Action.deny,
-                     "a generateName workload on a backend that names its PodGroup after the workload")
 FOREIGN_BACKEND = rule("gang.foreign-backend", Action.warn,
                        "the object already carries another gang mechanism, so trainadmit adds none")
 CLUSTER_SUPPORT = rule("gang.cluster-support", Action.note,
@@ -154,10 +152,7 @@ def mutate(ctx: Context) -> None:
                    f"set {ctx.policy.keys.gang}: \"false\" to ask for none" +
                    (f"; platform team: it joins {', '.join(able)} (Platform.spec.gang.backend)" if able else ""))
         return
-    if plan.why_not is NoGang.name_required:
-        ctx.report(NAME_REQUIRED, "metadata.name",
-                   f"backend {ours} names the PodGroup after the {w.kind}, and a generateName {w.kind} has "
-                   "no name when admission runs", "set metadata.name instead of metadata.generateName")
+    if plan.why_not is NoGang.name_required:  # only before engine.naming named it: never on a CREATE decided
         return
     source = ctx.platform_source("spec", "gang", "backend", note=f"{ours}; minimum = {plan.size} pods")
     if gang.method is GangMethod.spec:
@@ -212,7 +207,7 @@ def _native_spec(ctx: Context, size: int, api: str = "") -> dict:
 
 def _templates(ctx: Context, size: int, source: Source) -> None:
     """The backend's key on every gang template, and one PodGroup for the workload from the reconciler."""
-    name = ctx.workload.name or ""  # the plan made sure there is one
+    name = ctx.workload.name or ""  # the plan made sure there is one (engine.naming named a generateName one)
     r = ctx.resolved
     templates = _gang_templates(ctx)
     target = ctx.plan.target
@@ -426,7 +421,7 @@ def _resize(ctx: Context, view: Workload) -> None:
 
 # the object's and its templates' gang keys (labels are read whole), the native group fields of a pod spec,
 # its scheduler
-CONCERN = Concern("gang", rules=(COMPLETION_MODE, PARALLELISM_COMPLETIONS, NAME_REQUIRED, FOREIGN_BACKEND,
+CONCERN = Concern("gang", rules=(COMPLETION_MODE, PARALLELISM_COMPLETIONS, FOREIGN_BACKEND,
                                  CLUSTER_SUPPORT, MEMBERSHIP_LOST, POD_LEVEL, UNSUPPORTED, UNAVAILABLE,
                                  RESIZE_NOT_FOLLOWED, OWN_MINIMUM),
                   mutate=mutate, validate=validate,
