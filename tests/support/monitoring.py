@@ -29,9 +29,6 @@ MONITORING = ROOT / "deploy" / "monitoring"
 # ``exported_by_code`` finds them there, with the labels it registers: the lead checks this list against §3 and
 # may then empty it (test_monitoring then holds the dashboard and the alerts to the code alone).
 CONTRACT_METRICS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "trainadmit_reconciler_writes_total": ("counter", ("kind", "verb", "result")),
-    "trainadmit_reconciler_event_lag_seconds": ("histogram", ()),
-    "trainadmit_reconciler_pass_seconds": ("histogram", ()),
     "trainadmit_placement_gangs_released_total": ("counter", ("release",)),
     "trainadmit_placement_gangs_waiting": ("gauge", ("reason",)),
     "trainadmit_placement_longest_wait_seconds": ("gauge", ()),

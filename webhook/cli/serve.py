@@ -169,20 +169,29 @@ def start_reconciler(namespace: str, key: str, policy_dir: str = "policies", max
     from ..cluster.policy_dir import PolicyDirectory
     from ..cluster.reconciler import PodGroupReconciler, Reconciler
     from ..cluster.report_writer import ReportWriter
-    from ..server.metrics import record_report_violations
+    from ..server.metrics import RECONCILER_EVENT_LAG, RECONCILER_PASS, record_report_violations, record_write
 
     def make(me, log):
         core, custom = client.CoreV1Api(), client.CustomObjectsApi()
+        # PodGroups from the workloads' watch events; the full pass every 30 s is the safety net
+        podgroups = PodGroupReconciler(custom, None, key=key, log=log, resync=30.0, on_write=record_write,
+                                       on_lag=RECONCILER_EVENT_LAG.observe)
         # discovery every 15 s: a report CRD installed later is written to within that
         view = LiveCluster(core, custom=custom, log=log, max_age=max_age, discovery_interval=15.0,
-                           on_change=lambda what, ns: writer.mark(what, ns), keep_workloads=True)
+                           on_change=lambda what, ns: writer.mark(what, ns), keep_workloads=True,
+                           on_workload=podgroups.event)
         writer = ReportWriter(custom, view, log=log, on_counts=record_report_violations)
         budgets = BudgetQuotas(core, lambda ns: view.quota_object(ns, BUDGET_NAME), log=log,
                                ready=lambda: view.synced.is_set() and view.stale() is None)
         policy = PolicyDirectory(policy_dir, log).current
-        return Reconciler(None, PodGroupReconciler(custom, None, key=key, log=log), policy,
-                          [("budgets", budgets.step), ("reports", writer.step)], log,
-                          on_elected=lambda: view.start(threading.Event())).step
+
+        def elected() -> None:
+            stop = threading.Event()
+            threading.Thread(target=podgroups.run_events, args=(stop,), name="podgroup-events", daemon=True).start()
+            view.start(stop)
+
+        return Reconciler(None, podgroups, policy, [("budgets", budgets.step), ("reports", writer.step)], log,
+                          on_elected=elected, on_pass=RECONCILER_PASS.observe).step
 
     return _elected(namespace, RECONCILER_LEASE, "reconciler", make, status, interval)
 

@@ -13,7 +13,8 @@ optional: a 404 on their list means the cluster does not serve them, which the e
 whenever an API is added or removed, and a kind not served is listed as soon as discovery shows its
 group/version (within seconds of its CRD), else again after ``crd_recheck`` seconds. Workloads are kept as
 the small records of ``cluster.workloads`` (what each holds, for the namespace GPU budget), or whole for the
-reports writer (``keep_workloads``).
+reports writer (``keep_workloads``); ``on_workload`` hears every workload event (the PodGroup reconciler reacts
+to a created workload at once).
 
 Freshness: each kind records when it was last known current (a list completed, a watch opened, an
 event or bookmark arrived, a watch ended normally after its ``timeoutSeconds``). Watches carry a
@@ -122,9 +123,13 @@ class LiveCluster(ClusterIndex):
                  custom=None, max_age: float | None = None, read_timeout: float | None = None,
                  crd_recheck: float = 60.0, discovery_interval: float = 60.0,
                  clock: Callable[[], float] = time.monotonic, keep_workloads: bool = False,
-                 on_change: Callable[[str, str], None] | None = None, watch_apis: bool = True):
+                 on_change: Callable[[str, str], None] | None = None, watch_apis: bool = True,
+                 on_workload: Callable[[str, dict], None] | None = None):
         super().__init__()
         self.on_change = on_change  # (what changed: "workloads" | "resourcequotas", namespace)
+        # (event type, object) of every workload event and every workload a (re)list returns ("ADDED"), called on
+        # the watch thread: it must return at once (the PodGroup reconciler queues it)
+        self.on_workload = on_workload
         self.workloads = WorkloadIndex(keep_workloads, self._workloads_changed if on_change else None)
         self.core = core
         self.custom = custom
@@ -194,6 +199,8 @@ class LiveCluster(ClusterIndex):
             obj.setdefault("apiVersion", w.workload.api_version)  # a list's items carry neither
             obj.setdefault("kind", w.workload.kind)
             (self.workloads.put if kind_of != "DELETED" else self.workloads.delete)(w.name, obj)
+            if self.on_workload is not None:
+                self.on_workload(kind_of, obj)
         elif w.ref is not None:
             (self.put_ref if kind_of != "DELETED" else self.delete_ref)(w.ref, obj)
         elif w.name == "nodes":
@@ -208,6 +215,9 @@ class LiveCluster(ClusterIndex):
                 obj.setdefault("apiVersion", w.workload.api_version)
                 obj.setdefault("kind", w.workload.kind)
             self.workloads.replace(w.name, items)
+            if self.on_workload is not None:  # what a relist finds: the events a watch that expired may have missed
+                for obj in items:
+                    self.on_workload("ADDED", obj)
         elif w.ref is not None:
             self.replace_refs(w.ref, items)
         elif w.name == "nodes":

@@ -1,7 +1,15 @@
 """The reconciler of the elected replica: PodGroups, the budgets' ResourceQuotas and the reports, one pass
 per period under the Lease ``trainadmit-reconciler`` (``Reconciler``).
 
-The PodGroup reconciler creates the PodGroups that gang backends need, after the workload exists.
+The PodGroup reconciler creates the PodGroups that gang backends need, after the workload exists: as soon as
+the workload's watch event arrives (``PodGroupReconciler.event``, fed by the reconciler's live view of the
+workloads; one thread writes them in arrival order, ``run_events``), and again on a slower full pass that lists
+every labelled workload (``resync``: the safety net for an event lost or a PodGroup deleted). The Job controller
+makes the Pods within half a second of the Job; a PodGroup made from the event is there before them, so the gang
+starts as fast as one created by hand. An event is written only while the Lease is known held (``held_until``,
+set by each pass the elected loop runs with the Lease renewed, well within the Lease's duration); the same
+PodGroup is not written twice for one workload's events unless what it asks for changed (a workload's status
+updates are events too).
 
 Admission never creates objects (the workload may still be rejected after the mutating webhook ran,
 and a generateName object has no name yet). The mutating webhook marks workloads that need a
@@ -25,7 +33,9 @@ leaves the others running.
 from __future__ import annotations
 
 import json
+import queue
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -52,7 +62,15 @@ class PodGroupReconciler:
     log: Callable[[str], None] = print
     created: list[str] = field(default_factory=list)
     kinds: list[tuple[str, str, str]] = field(default_factory=podgroup_kinds)
+    resync: float = 0.0  # seconds between full passes (0: every step); events make the PodGroups meanwhile
+    on_write: Callable[[str, str, str], None] | None = None  # (kind, verb, result) of each write: metrics
+    on_lag: Callable[[float], None] | None = None  # seconds from an event's arrival to its PodGroup written
+    clock: Callable[[], float] = time.monotonic
+    held_until: float = 0.0  # the clock until which the Lease is known held (``held``): events are written
     _missing: set[tuple[str, str, str]] = field(default_factory=set)
+    _events: queue.Queue = field(default_factory=queue.Queue)
+    _ensured: dict[str, str] = field(default_factory=dict)  # workload uid -> the PodGroup last made or found for it
+    _last_pass: float | None = None
 
     def desired(self, obj: dict) -> dict | None:
         """The PodGroup a workload asks for (from its annotation), owned by the workload."""
@@ -74,6 +92,10 @@ class PodGroupReconciler:
                                                 "blockOwnerDeletion": True}])
         return sized(pg, obj)
 
+    def _wrote(self, kind: str, verb: str, result: str) -> None:
+        if self.on_write is not None:
+            self.on_write(kind, verb, result)
+
     def ensure(self, pg: dict) -> str:
         from kubernetes.client.exceptions import ApiException
 
@@ -83,10 +105,16 @@ class PodGroupReconciler:
             self.custom.create_namespaced_custom_object(group, version, meta["namespace"], PLURALS[pg["kind"]], pg)
         except ApiException as exc:
             if exc.status == 409:
+                self._wrote(pg["kind"], "create", "exists")
                 return self.follow(pg)
+            self._wrote(pg["kind"], "create", "error")
             if exc.status == 404:
                 return f"{pg['apiVersion']} {pg['kind']} is not served by this cluster (CRD or feature gate missing)"
             raise
+        except Exception:
+            self._wrote(pg["kind"], "create", "error")
+            raise
+        self._wrote(pg["kind"], "create", "ok")
         self.created.append(f"{meta['namespace']}/{meta['name']}")
         return "created"
 
@@ -101,8 +129,13 @@ class PodGroupReconciler:
             return "exists"
         if pg["apiVersion"].endswith("/v1alpha2"):
             return f"cannot resize to {gang_size(pg['spec'])}: schedulingPolicy is immutable in {pg['apiVersion']}"
-        self.custom.patch_namespaced_custom_object(group, version, meta["namespace"], PLURALS[pg["kind"]],
-                                                   meta["name"], {"spec": change})
+        try:
+            self.custom.patch_namespaced_custom_object(group, version, meta["namespace"], PLURALS[pg["kind"]],
+                                                       meta["name"], {"spec": change})
+        except Exception:
+            self._wrote(pg["kind"], "patch", "error")
+            raise
+        self._wrote(pg["kind"], "patch", "ok")
         return f"resized {gang_size(current.get('spec') or {})} -> {gang_size(pg['spec'])}"
 
     def _workloads(self) -> list[dict]:
@@ -131,8 +164,13 @@ class PodGroupReconciler:
         return out
 
     def step(self) -> list[str]:
+        """A full pass over every labelled workload, when ``resync`` seconds have passed since the last one."""
         if self.lease is not None and not self.lease.hold():
             return []
+        now = self.clock()
+        if self._last_pass is not None and now - self._last_pass < self.resync:
+            return []
+        self._last_pass = now
         out = []
         for obj in self._workloads():
             if _finished(obj):
@@ -141,9 +179,61 @@ class PodGroupReconciler:
             if pg is None:
                 continue
             result = self.ensure(pg)
+            self._remember(obj, pg)
             if result != "exists":
                 out.append(f"{pg['metadata']['namespace']}/{pg['metadata']['name']}: {result}")
         return out
+
+    # ---- events -----------------------------------------------------------------------------------
+    def held(self, seconds: float) -> None:
+        """The Lease was just renewed: events may be written for ``seconds`` (less than the Lease's duration)."""
+        self.held_until = self.clock() + seconds
+
+    def event(self, kind_of: str, obj: dict) -> None:
+        """A workload's watch event (called on the watch thread: only queues it)."""
+        meta = obj.get("metadata") or {}
+        if kind_of == "DELETED":
+            self._ensured.pop(str(meta.get("uid")), None)
+            return
+        if kind_of in ("ADDED", "MODIFIED") and self.key in (meta.get("labels") or {}):
+            self._events.put((self.clock(), obj))
+
+    def _remember(self, obj: dict, pg: dict) -> None:
+        uid = (obj.get("metadata") or {}).get("uid")
+        if uid:
+            self._ensured[str(uid)] = json.dumps(pg, sort_keys=True)
+
+    def handle(self, arrived: float, obj: dict) -> str | None:
+        """The PodGroup for one event's workload; what happened (None: nothing written)."""
+        if self.clock() > self.held_until or _finished(obj):
+            return None  # not (known to be) the leader: the elected replica's events and passes make it
+        pg = self.desired(obj)
+        if pg is None:
+            return None
+        uid = str((obj.get("metadata") or {}).get("uid"))
+        if self._ensured.get(uid) == json.dumps(pg, sort_keys=True):
+            return None  # already made, or found, as it is asked for now
+        result = self.ensure(pg)
+        self._remember(obj, pg)
+        if self.on_lag is not None:
+            self.on_lag(max(0.0, self.clock() - arrived))
+        return result
+
+    def run_events(self, stop: threading.Event) -> None:
+        """Write the PodGroups of queued events, in arrival order, until ``stop``."""
+        while not stop.is_set():
+            try:
+                arrived, obj = self._events.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            meta = obj.get("metadata") or {}
+            try:
+                result = self.handle(arrived, obj)
+            except Exception as exc:  # logged; the next event or the full pass tries again
+                self.log(f"reconciler: {meta.get('namespace')}/{meta.get('name')}: event failed: {exc!r}")
+                continue
+            if result is not None and result != "exists":
+                self.log(f"reconciler: {meta.get('namespace')}/{meta.get('name')}: PodGroup {result} (event)")
 
     def run(self, stop: threading.Event, interval: float = 5.0) -> None:
         while not stop.is_set():
@@ -208,11 +298,23 @@ class Reconciler:
     parts: list[tuple[str, Callable[[object], list[str]]]] = field(default_factory=list)  # (name, step(policy))
     log: Callable[[str], None] = print
     on_elected: Callable[[], None] | None = None  # once, the first pass this replica runs
+    on_pass: Callable[[float], None] | None = None  # seconds each pass took: metrics
+    hold_margin: float = 30.0  # seconds the PodGroups' events are written after a pass with the Lease held
     _elected: bool = False
 
     def step(self) -> list[str]:
         if self.lease is not None and not self.lease.hold():
             return []
+        started = time.monotonic()
+        try:
+            return self._step()
+        finally:
+            if self.on_pass is not None:
+                self.on_pass(time.monotonic() - started)
+
+    def _step(self) -> list[str]:
+        if self.podgroups is not None:  # called with the Lease renewed (by the caller, or above)
+            self.podgroups.held(self.hold_margin)
         if not self._elected:
             self._elected = True
             if self.on_elected is not None:

@@ -59,6 +59,28 @@ PREFLIGHT_READY = Histogram("trainadmit_preflight_ready_seconds",
                             "Time from a workload's creation to every one of its workers passing the preflight",
                             ("pool",), buckets=(5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200))
 
+# the elected reconciler's (the main process of the replica holding the Lease): each write by kind of object
+# (PodGroup, ...), verb (create, patch) and result (ok; exists: a create found it there; error), the time from a
+# workload's watch event to its PodGroup written, and each pass's time
+RECONCILER_WRITES = Counter("trainadmit_reconciler_writes_total", "Writes of the elected reconciler, by kind of "
+                            "object, verb and result (ok, exists, error)", ("kind", "verb", "result"))
+RECONCILER_EVENT_LAG = Histogram("trainadmit_reconciler_event_lag_seconds", "Time from a workload's watch event "
+                                 "to the reconciler's write for it",
+                                 buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0))
+RECONCILER_PASS = Histogram("trainadmit_reconciler_pass_seconds", "Time of one pass of the elected reconciler "
+                            "(PodGroups when due, budgets, reports)",
+                            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0))
+WRITE_KINDS = frozenset({"PodGroup", "ResourceQuota", "Report", "PolicyReport", "Pod", "Event"})
+WRITE_VERBS = frozenset({"create", "patch", "update", "delete"})
+WRITE_RESULTS = frozenset({"ok", "exists", "error"})
+
+
+def record_write(kind: str, verb: str, result: str) -> None:
+    """One write of the reconciler (labels outside their closed sets count as ``other``)."""
+    RECONCILER_WRITES.labels(kind if kind in WRITE_KINDS else OTHER, verb if verb in WRITE_VERBS else OTHER,
+                             result if result in WRITE_RESULTS else OTHER).inc()
+
+
 # written by the reconciler (the elected replica's main process) after each reports pass; a (rule, namespace)
 # whose count fell to 0 is set to 0 (left out of /metrics): rules are the policy's, namespaces at most
 # cluster.report_writer.MAX_NAMESPACE_LABELS (the rest "other")
