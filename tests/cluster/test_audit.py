@@ -17,7 +17,7 @@ from support.builders import job
 from support.cli import run_cli
 from support.manifests import load_yaml
 from support.paths import EXAMPLES, FIXTURES
-from test_reports import problems
+from support.reports import problems
 
 from trainadmit.cli import streamlists
 from trainadmit.engine import Request, decide, load_policy

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import copy
 import json
-from functools import cache
 
-import jsonschema
 import pytest
-from support.crd_prune import crd_schema, pruned
 from support.manifests import load_yaml
 from support.paths import EXAMPLES, FIXTURES
 from support.policies import BACKENDS, a3_ultra_policy_dir
+from support.reports import REPORTS, problems
 
 from trainadmit.cluster.judge import Status, judge
 from trainadmit.cluster.reports import (
@@ -30,25 +28,6 @@ from trainadmit.cluster.reports import (
     same_content,
 )
 from trainadmit.engine import load_policy
-
-REPORTS = FIXTURES / "reports"
-CRDS = {OPENREPORTS: REPORTS / "crds" / "openreports.io_reports.yaml",
-        WGPOLICY: REPORTS / "crds" / "wgpolicyk8s.io_policyreports.yaml"}
-BY_API_VERSION = {"openreports.io/v1alpha1": OPENREPORTS, "wgpolicyk8s.io/v1alpha2": WGPOLICY}
-
-
-@cache
-def _validator(api) -> jsonschema.Draft7Validator:
-    return jsonschema.Draft7Validator(crd_schema(CRDS[api], api.version))
-
-
-def problems(report: dict) -> list[str]:
-    """What the apiserver would refuse (schema) or drop (pruning) of a report, by its CRD."""
-    api = BY_API_VERSION.get(report.get("apiVersion"))
-    if api is None or report.get("kind") != api.kind:
-        return [f"{report.get('apiVersion')} {report.get('kind')} is served by neither CRD"]
-    errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in _validator(api).iter_errors(report)]
-    return errors + [f"pruned: {p}" for p in pruned(report, crd_schema(CRDS[api], api.version))]
 
 
 def _real(name: str) -> list[dict]:

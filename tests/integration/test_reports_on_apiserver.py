@@ -27,7 +27,7 @@ from support.kube_fixtures import (
 from support.manifests import load_yaml
 from support.paths import EXAMPLES, FIXTURES
 from support.policies import write_policy
-from test_reports import problems
+from support.reports import problems
 
 from trainadmit.engine import load_policy
 
