@@ -135,3 +135,42 @@ def test_the_event_thread_writes_what_the_live_view_hears(policy):
         assert writes == [("PodGroup", "create", "ok"), ("PodGroup", "create", "exists")] and len(lags) == 2
     finally:
         api.close()
+
+
+def test_the_budgets_writes_are_counted_by_verb_and_result(policy, tmp_path):
+    from kubernetes import client
+    from support.policies import write_policy
+
+    from trainadmit.cluster.budget import BUDGET_NAME, BudgetQuotas
+    from trainadmit.engine import load_policy
+
+    api, writes = FakeAPIServer(), []
+    try:
+        api.put_raw("/api/v1/namespaces/team-nlp", {"apiVersion": "v1", "kind": "Namespace",
+                                                     "metadata": {"name": "team-nlp"}})
+        config = client.Configuration()
+        config.host = f"http://127.0.0.1:{api.port}"
+        stored = lambda ns: api.objects.get(f"/api/v1/namespaces/{ns}/resourcequotas/{BUDGET_NAME}")  # noqa: E731
+        budgets = BudgetQuotas(client.CoreV1Api(client.ApiClient(config)), stored, log=lambda m: None,
+                               on_write=lambda *w: writes.append(w))
+        budgets.step(policy)
+        budgets.step(policy)  # unchanged: nothing written, nothing counted
+        none = load_policy(write_policy(tmp_path / "none", extra=[{
+            "apiVersion": "trainadmit.io/v1alpha1", "kind": "Quota", "metadata": {"name": "a-team-nlp"},
+            "spec": {"namespaces": ["team-nlp"]}}]))
+        budgets.step(none)
+        assert writes == [("ResourceQuota", "create", "ok"), ("ResourceQuota", "delete", "ok")]
+    finally:
+        api.close()
+
+
+def test_write_metrics_have_closed_labels():
+    from prometheus_client import REGISTRY, generate_latest
+
+    from trainadmit.server.metrics import record_write
+
+    record_write("PodGroup", "create", "ok")
+    record_write("Secret", "exec", "maybe")
+    text = generate_latest(REGISTRY).decode()
+    assert 'trainadmit_reconciler_writes_total{kind="PodGroup",result="ok",verb="create"}' in text
+    assert 'trainadmit_reconciler_writes_total{kind="other",result="other",verb="other"}' in text

@@ -180,9 +180,9 @@ def start_reconciler(namespace: str, key: str, policy_dir: str = "policies", max
         view = LiveCluster(core, custom=custom, log=log, max_age=max_age, discovery_interval=15.0,
                            on_change=lambda what, ns: writer.mark(what, ns), keep_workloads=True,
                            on_workload=podgroups.event)
-        writer = ReportWriter(custom, view, log=log, on_counts=record_report_violations)
+        writer = ReportWriter(custom, view, log=log, on_counts=record_report_violations, on_write=record_write)
         budgets = BudgetQuotas(core, lambda ns: view.quota_object(ns, BUDGET_NAME), log=log,
-                               ready=lambda: view.synced.is_set() and view.stale() is None)
+                               ready=lambda: view.synced.is_set() and view.stale() is None, on_write=record_write)
         policy = PolicyDirectory(policy_dir, log).current
 
         def elected() -> None:

@@ -75,6 +75,7 @@ class BudgetQuotas:
     log: Callable[[str], None] = print
     ready: Callable[[], bool] = lambda: True  # the cluster view is synced and current: ``quotas`` can be trusted
     writes: list[str] = field(default_factory=list)
+    on_write: Callable[[str, str, str], None] | None = None  # (kind "ResourceQuota", verb, ok | error): metrics
 
     def _namespaces(self) -> list[str]:
         names, token = [], None
@@ -96,24 +97,35 @@ class BudgetQuotas:
             want, have = desired(policy, namespace), self.quotas(namespace)
             if have is not None and not _ours(have):
                 continue  # someone else's object of that name: never ours to change
+            verb = ""
             try:
                 if want is None and have is not None:
+                    verb = "delete"
                     self.core.delete_namespaced_resource_quota(BUDGET_NAME, namespace)
                     out.append(f"{namespace}/{BUDGET_NAME}: deleted (the policy sets no budget here)")
                 elif want is not None and have is None:
+                    verb = "create"
                     self.core.create_namespaced_resource_quota(namespace, want)
                     out.append(f"{namespace}/{BUDGET_NAME}: created ({_hard(want)})")
                 elif want is not None and have is not None and not _same(want, have):
+                    verb = "update"
                     version = (have.get("metadata") or {}).get("resourceVersion")
                     body = {**want, "metadata": {**want["metadata"], "resourceVersion": version}}
                     self.core.replace_namespaced_resource_quota(BUDGET_NAME, namespace, body)
                     out.append(f"{namespace}/{BUDGET_NAME}: updated ({_hard(want)})")
             except ApiException as exc:
+                self._wrote(verb, "error")
                 if exc.status in (404, 409):  # the view was behind: the next pass sees the change
                     continue
                 raise
+            if verb:
+                self._wrote(verb, "ok")
         self.writes.extend(out)
         return out
+
+    def _wrote(self, verb: str, result: str) -> None:
+        if self.on_write is not None and verb:
+            self.on_write("ResourceQuota", verb, result)
 
 
 def _hard(quota: dict) -> str:

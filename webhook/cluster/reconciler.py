@@ -172,7 +172,11 @@ class PodGroupReconciler:
             return []
         self._last_pass = now
         out = []
-        for obj in self._workloads():
+        listed = self._workloads()
+        seen = {str((o.get("metadata") or {}).get("uid")) for o in listed}
+        for uid in [u for u in self._ensured if u not in seen]:  # gone (a DELETED event a relist skipped)
+            self._ensured.pop(uid, None)
+        for obj in listed:
             if _finished(obj):
                 continue  # nothing will be scheduled any more
             pg = self.desired(obj)

@@ -51,6 +51,7 @@ class ReportWriter:
     clock: Callable[[], float] = time.time  # result timestamps
     monotonic: Callable[[], float] = time.monotonic
     on_counts: Callable[[dict[tuple[str, str], int]], None] | None = None
+    on_write: Callable[[str, str, str], None] | None = None  # (kind "Report", verb, ok | error): metrics
     writes: Counter = field(default_factory=Counter)  # create / replace / delete calls made
     _dirty: dict[str, float] = field(default_factory=dict)  # namespace -> when it became dirty
     _stored: dict[str, dict] = field(default_factory=dict)  # namespace -> our report as the apiserver holds it
@@ -106,9 +107,16 @@ class ReportWriter:
         try:
             self.custom.delete_namespaced_custom_object(api.group, api.version, namespace, api.plural, REPORT_NAME)
             self.writes["delete"] += 1
+            self._wrote("delete", "ok")
         except ApiException as exc:
             if exc.status != 404:
+                self._wrote("delete", "error")
                 raise
+
+    def _wrote(self, verb: str, result: str) -> None:
+        """One write, for the metrics (both report kinds count as ``Report``: the alerts' closed set)."""
+        if self.on_write is not None:
+            self.on_write("Report", verb, result)
 
     def _write(self, api: ReportAPI, namespace: str, report: dict | None) -> str:
         from kubernetes.client.exceptions import ApiException
@@ -127,6 +135,7 @@ class ReportWriter:
                 saved = self.custom.create_namespaced_custom_object(api.group, api.version, namespace, api.plural,
                                                                     report)
                 self.writes["create"] += 1
+                self._wrote("create", "ok")
                 verb = "created"
             else:
                 version = (stored.get("metadata") or {}).get("resourceVersion")
@@ -134,8 +143,10 @@ class ReportWriter:
                 saved = self.custom.replace_namespaced_custom_object(api.group, api.version, namespace, api.plural,
                                                                      REPORT_NAME, body)
                 self.writes["replace"] += 1
+                self._wrote("update", "ok")
                 verb = "replaced"
         except ApiException as exc:
+            self._wrote("create" if stored is None else "update", "error")
             if exc.status in (404, 409):  # someone deleted or changed it: learn its state, try next pass
                 self._stored.pop(namespace, None)
                 if exc.status == 409:
