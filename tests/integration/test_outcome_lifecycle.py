@@ -36,9 +36,10 @@ ONE_RACK = Shape("one rack of 4", sizes=(4,))
 
 
 def test_pods_made_before_their_podgroup_wait_and_start_once_the_reconciler_made_it(outcome_cluster):
-    """The Job controller makes the Pods within a second; the reconciler makes the PodGroup on its next
-    pass (every 5 s). Pods that name a PodGroup not yet created are held by the gang plugin (no
-    condition, no event) and bound as soon as it exists: the gang is never bypassed, only delayed."""
+    """The Job controller makes the Pods within a second; the reconciler makes the PodGroup when the Job's
+    watch event reaches it (its full pass every 30 s is the safety net). Pods that name a PodGroup not yet
+    created are held by the gang plugin (no condition, no event) and bound as soon as it exists: the gang is
+    never bypassed, only delayed."""
     cp, hook = outcome_cluster.cp, outcome_cluster.webhook
     with scene(cp, hook, "topology-constraint", FITS, "order") as s:
         assert submit(cp, gpu_job("train", s.namespace, 4, annotations=RACK)).admitted
