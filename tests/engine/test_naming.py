@@ -61,3 +61,15 @@ def test_a_policy_that_still_overrides_the_retired_rule_loads(tmp_path, action):
     policy = load_policy(write_policy(tmp_path, {"rules": {"gang.name-required": action}}))
     d = decide(policy, Request(indexed_job("sweep-"), namespace="team-nlp"))
     assert d.allowed and "gang.name-required" not in {v.rule for v in d.violations}
+
+
+def test_an_operator_kind_with_generate_name_is_named_before_its_podgroup(policy):
+    """KubeRay's RayJob sample (generateName, 4 GPU workers; tests/fixtures/real-world): the native PodGroup is
+    named after the RayJob, so the decision names it first; its refusal is only the pool's whole-node rule."""
+    [obj] = [d for d in load_yaml(FIXTURES / "real-world" / "kuberay-ray-job.pytorch-image-classifier.yaml")
+             if d.get("kind") == "RayJob"]
+    assert "name" not in obj["metadata"]
+    d = decide(policy, Request(copy.deepcopy(obj), namespace="team-nlp", generated_name="pytorch-image-classifier-x2"))
+    assert {v.rule for v in d.denials} == {"topology.whole-node"}
+    assert name_ops(d) == [{"op": "add", "path": "/metadata/name", "value": "pytorch-image-classifier-x2"}]
+    assert [c["metadata"]["name"] for c in d.companions] == ["pytorch-image-classifier-x2-gang"]
