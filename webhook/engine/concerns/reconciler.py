@@ -1,7 +1,7 @@
 """What a decision leaves to trainadmit's elected reconciler, on a server where none runs.
 
-Admission creates nothing (the workload may still be refused after the mutating webhook, a generateName one has
-no name yet): the PodGroups of the backends that need a standalone one come from the reconciler once the workload
+Admission creates nothing (the workload may still be refused after the mutating webhook, or its create fail):
+the PodGroups of the backends that need a standalone one come from the reconciler once the workload
 is stored, and the placement gate's Pods are released only by it. On a server that runs without it (``serve``
 without ``--reconcile``, or a reconciler that cannot hold its Lease or do its work: ``ClusterView.reconciler``)
 such a workload is admitted and then waits, Pending, with no condition and no event saying why. So the decision
