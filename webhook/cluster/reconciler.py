@@ -16,8 +16,8 @@ create fail: a generateName workload's drawn name may be taken, ``engine.naming`
 workloads that need a PodGroup with the label ``trainadmit.io/podgroup`` and puts the PodGroup itself in the
 annotation of the same name; this loop lists those workloads of every kind that can carry one (batch Jobs and
 the custom resources whose adapters gang through their templates) and creates each PodGroup, owned by its
-workload, so that garbage collection deletes it with the workload. Only the holder of the Lease ``trainadmit-
-reconciler`` writes. A kind whose CRD is not installed is skipped.
+workload, so that garbage collection deletes it with the workload. Only the holder of the Lease
+``trainadmit-reconciler`` writes. A kind whose CRD is not installed is skipped.
 
 A resize (an UPDATE of the workload's counts, validated and never mutated, so the annotation keeps the size of
 the CREATE) is carried through here: the PodGroup's size is the workload's gang size as its adapter reads the
