@@ -145,11 +145,20 @@ def clean(cp: SchedulingControlPlane, namespace: str, job: str) -> None:
                what=f"{job}'s Pods gone")
 
 
-def by_hand(stored: dict, podgroup: dict, name: str) -> list[dict]:
+def by_hand(stored: dict, podgroup: dict, rack: str, name: str) -> list[dict]:
     """The Job as trainadmit stored it and its PodGroup, written by hand in a namespace no webhook sees: the
-    server's and trainadmit's bookkeeping removed, the gang renamed."""
+    server's and trainadmit's bookkeeping removed, the gang renamed. A Pod scheduling gate of trainadmit's (its
+    placement gate, which only its ungater lifts) is replaced by what a user placing it by hand writes: a
+    nodeSelector on the rack trainadmit's gang went to."""
     job = copy.deepcopy(stored)
     template = job["spec"]["template"]
+    gates = template["spec"].get("schedulingGates") or []
+    ours = [g for g in gates if str(g.get("name", "")).startswith(TRAINADMIT_KEYS)]
+    if ours:
+        template["spec"]["schedulingGates"] = [g for g in gates if g not in ours] or None
+        template["spec"].setdefault("nodeSelector", {})[RACK_LABEL] = rack
+        if template["spec"]["schedulingGates"] is None:
+            del template["spec"]["schedulingGates"]
     for meta in (job["metadata"], template.get("metadata") or {}):
         for key in ("labels", "annotations"):
             for k in [k for k in meta.get(key) or {} if k.startswith(TRAINADMIT_KEYS) or k in JOB_SERVER_LABELS]:
@@ -192,7 +201,7 @@ class TestWorkloadAPI:
         cp, hook = workload_api
         with racks(cp, hook, "gen") as namespace:
             times: dict[str, list[float]] = {"trainadmit": [], "hand": []}
-            template: list[dict] = []
+            template: list = []  # the stored Job, its PodGroup, the rack its gang went to
             for round_ in range(6):
                 mode = "trainadmit" if round_ % 2 == 0 else "hand"
                 started = time.monotonic()
@@ -212,7 +221,7 @@ class TestWorkloadAPI:
                     assert group["spec"]["schedulingPolicy"]["gang"]["minCount"] == WORKERS
                     assert group["metadata"]["ownerReferences"][0]["name"] == name
                     assert len(set(bound.values())) == WORKERS
-                    template = [job, group]
+                    template = [job, group, sorted(racks_of(cp, set(bound.values())))[0]]
                 clean(cp, ns, name)
             ours, hand = max(times["trainadmit"]), max(times["hand"])
             summary = (f"create -> all bound, slowest of 3: trainadmit {ours:.2f} s, by hand {hand:.2f} s "
