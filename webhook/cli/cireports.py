@@ -142,3 +142,38 @@ class SarifOutput:
         log = {"$schema": SARIF_SCHEMA, "version": "2.1.0",
                "runs": [{"tool": {"driver": driver}, "invocations": [invocation], "results": self.results}]}
         self.out.write(to_json(log) + "\n")
+
+
+def lint_sarif(directory: str, findings: list, unreadable: bool) -> str:
+    """`policy lint -o sarif`: a result per finding (level error or warning) at its file and line under the
+    policy directory; a file that could not be read is a ``toolExecutionNotification`` and makes
+    ``executionSuccessful`` false. Findings have no rule ids of their own: each result's ruleId is the
+    finding's severity (``policy.error``, ``policy.warning``), and the field it is about is in the message."""
+    results: list[dict[str, Any]] = []
+    notifications: list[dict[str, Any]] = []
+    rules: dict[str, int] = {}
+    for f in findings:
+        physical: dict[str, Any] = {"artifactLocation": {"uri": _uri(os.path.join(directory, f.file))
+                                                         if f.file != directory else _uri(directory)}}
+        if f.line:
+            physical["region"] = {"startLine": f.line}
+        text = (f"{f.field}: " if f.field else "") + f.message + (f" (fix: {f.fix})" if f.fix else "")
+        if f.unreadable:
+            notifications.append({"level": "error", "message": {"text": text}, "locations": [
+                {"physicalLocation": physical}]})
+            continue
+        rule_id = f"policy.{f.severity}"
+        index = rules.setdefault(rule_id, len(rules))
+        results.append({"ruleId": rule_id, "ruleIndex": index, "level": "error" if f.is_error else "warning",
+                        "message": {"text": text}, "locations": [{"physicalLocation": physical}]})
+    texts = {"policy.error": "a policy problem that stops the policy from loading",
+             "policy.warning": "a policy setting that loads but cannot be what was meant"}
+    driver = {"name": "trainadmit policy lint", "version": __version__, "informationUri": INFORMATION_URI,
+              "rules": [{"id": r, "shortDescription": {"text": texts[r]},
+                         "defaultConfiguration": {"level": r.removeprefix("policy.")}} for r in rules]}
+    invocation: dict[str, Any] = {"executionSuccessful": not unreadable}
+    if notifications:
+        invocation["toolExecutionNotifications"] = notifications
+    log = {"$schema": SARIF_SCHEMA, "version": "2.1.0",
+           "runs": [{"tool": {"driver": driver}, "invocations": [invocation], "results": results}]}
+    return to_json(log) + "\n"

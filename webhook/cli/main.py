@@ -126,6 +126,9 @@ def _add_policy(sub) -> None:
     lint.add_argument("dir", nargs="?", default=DEFAULT_POLICY_DIR, metavar="DIR", type=path_arg,
                       help=dir_help)
     lint.add_argument("--strict", action="store_true", help="warnings fail too (exit 1)")
+    lint.add_argument("-o", "--output", choices=["text", "json", "sarif"], default="text",
+                      help="text for people; json: one object with every finding; sarif: a SARIF 2.1.0 log for "
+                      "code-review annotations (exit codes as for text)")
     lint.set_defaults(func=_lazy("policy", "cmd_policy_lint"))
     schema = psub.add_parser("schema", help="print the JSON Schema of policy documents")
     schema.set_defaults(func=_lazy("policy", "cmd_policy_schema"))
