@@ -69,10 +69,15 @@ class JunitOutput:
         case = f'  <testcase classname={quoteattr(item.source)} name={quoteattr(name)}{where}'
         self.cases.append(case + (">\n" + "\n".join(body) + "\n  </testcase>" if body else "/>"))
 
-    def problem(self, message: str, source: str | None) -> None:
+    def problem(self, message: str, source: str | None, line: int | None = None,
+                column: int | None = None) -> None:
+        """An error case named by where the input stops (``FILE:LINE:COL``, or the file), whole; the message
+        is the error's."""
         self.errors += 1
-        self.cases.append(f'  <testcase classname={quoteattr(source or "input")} name={quoteattr(message[:120])}>\n'
-                          f'    <error message={quoteattr(message)}/>\n  </testcase>')
+        name = (source or "input") + (f":{line}:{column}" if line is not None and column is not None else "")
+        where = f' file={quoteattr(source)}' + (f' line="{line}"' if line else "") if source else ""
+        self.cases.append(f'  <testcase classname={quoteattr(source or "input")} name={quoteattr(name)}{where}>\n'
+                          f'    <error message={quoteattr(message)}>{escape(message)}</error>\n  </testcase>')
 
     def close(self, summary: str) -> None:
         self.out.write('<?xml version="1.0" encoding="UTF-8"?>\n<testsuites>\n'
@@ -119,10 +124,14 @@ class SarifOutput:
                                  "level": SARIF_LEVELS[v.action],
                                  "message": {"text": message}, "locations": [location]})
 
-    def problem(self, message: str, source: str | None) -> None:
+    def problem(self, message: str, source: str | None, line: int | None = None,
+                column: int | None = None) -> None:
         note: dict[str, Any] = {"level": "error", "message": {"text": message}}
         if source and source != STDIN_NAME:
-            note["locations"] = [{"physicalLocation": {"artifactLocation": {"uri": _uri(source)}}}]
+            physical: dict[str, Any] = {"artifactLocation": {"uri": _uri(source)}}
+            if line is not None:
+                physical["region"] = {"startLine": line, **({"startColumn": column} if column else {})}
+            note["locations"] = [{"physicalLocation": physical}]
         self.notifications.append(note)
 
     def _rule(self, rule_id: str) -> dict[str, Any]:
