@@ -165,7 +165,7 @@ def lint_sarif(directory: str, findings: list, unreadable: bool) -> str:
         physical: dict[str, Any] = {"artifactLocation": {"uri": _uri(os.path.join(directory, f.file))
                                                          if f.file != directory else _uri(directory)}}
         if f.line:
-            physical["region"] = {"startLine": f.line}
+            physical["region"] = {"startLine": f.line, **({"startColumn": f.column} if f.column else {})}
         text = (f"{f.field}: " if f.field else "") + f.message + (f" (fix: {f.fix})" if f.fix else "")
         if f.unreadable:
             notifications.append({"level": "error", "message": {"text": text}, "locations": [

@@ -68,7 +68,8 @@ def cmd_policy_lint(args: argparse.Namespace) -> int:
 def _finding_record(f) -> dict:
     """One finding of `policy lint -o json`: where (file relative to the directory, line, document), the field,
     the severity, the message and the fix."""
-    return {"file": f.file, "line": f.line, "document": f.document, "field": f.field, "severity": f.severity,
+    return {"file": f.file, "line": f.line, "column": f.column, "document": f.document, "field": f.field,
+            "severity": f.severity,
             "message": f.message, "fix": f.fix or None}
 
 

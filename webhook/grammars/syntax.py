@@ -36,7 +36,8 @@ def yaml_problem(exc: Exception) -> SyntaxProblem:
                              text or type(exc).__name__)
     message = problem
     if context:
-        elsewhere = context_mark is not None and context_mark is not mark
+        elsewhere = context_mark is not None and (mark is None or (context_mark.line, context_mark.column) != (
+            mark.line, mark.column))
         at = f" at {context_mark.line + 1}:{context_mark.column + 1}" if elsewhere else ""
         message += f" ({context}{at})"
     return SyntaxProblem(mark.line + 1 if mark else None, mark.column + 1 if mark else None, message)
