@@ -19,10 +19,26 @@ from __future__ import annotations
 
 import difflib
 from collections import Counter
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from .policyset import CrossProblem, PolicySet
+# (the document's kind and name, field location, message, fix): policyset.CrossProblem
+CrossProblem = tuple[tuple[str, str], tuple, str, str]
+
+
+class PolicySet(Protocol):
+    """What the checks read of a ``policyset.PolicySet`` (which calls them: no import back)."""
+
+    @property
+    def platform(self) -> Any: ...
+
+    @property
+    def platform_name(self) -> str: ...
+
+    pools: Mapping[str, Any]
+    tiers: Mapping[str, Any]
+    sources: Mapping[tuple[str, str], Any]
+    gpu_device_classes: frozenset[str]
 
 
 def reference_problems(policy: PolicySet) -> list[CrossProblem]:
