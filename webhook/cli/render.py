@@ -83,8 +83,12 @@ def identity(item: Item, namespace: str = "default") -> str:
 
 def short_reason(reason: str) -> str:
     """The first clause of why an object is not matched (``kind v1/Namespace is left alone``, ``not a GPU
-    workload``): one short line; the whole reason is in -o json and, with --explain, under the line."""
-    return reason.split(": ", 1)[0].split("; ", 1)[0]
+    workload``; ``GPUs not counted: <the objects>``, whose objects are the point): one short line; the whole
+    reason is in -o json and, with --explain, under the line."""
+    head, _, rest = reason.partition(": ")
+    if head == "GPUs not counted" and rest:
+        return f"{head}: {rest.split(': ', 1)[0]}"
+    return head.split("; ", 1)[0]
 
 
 def record(item: Item, decision: Decision, options: Options | None = None) -> dict[str, Any]:
