@@ -49,10 +49,13 @@ def test_as_the_operator_leaves_its_pod_alone_as_the_server_does():
     ("alice", None, ["system:authenticated"]),
     ("alice", ["ml-admins"], ["ml-admins", "system:authenticated"]),
     (OPERATOR, ["ops"], ["ops", "system:authenticated"]),  # groups given: the account's are not added
-    ("system:anonymous", None, []),
+    ("system:anonymous", None, ["system:unauthenticated"]),
     ("bob", ["system:unauthenticated"], ["system:unauthenticated"]),
 ])
 def test_groups_are_those_the_apiserver_gives_an_impersonated_user(user, groups, expected):
+    """Each expectation is what `kubectl auth whoami --as USER [--as-group G]` printed on kube-apiserver v1.36.2
+    (/work/k8s-assets, 2026-12-02; system:anonymous and system:unauthenticated bound to create
+    selfsubjectreviews for the purpose)."""
     from trainadmit.cli.check import requester
 
     assert requester(user, groups) == {"username": user, "groups": expected}
