@@ -109,3 +109,12 @@ def test_lint_sarif_validates_against_the_oasis_schema(tmp_path):
                 if "fabric: infiniband-hdr" in text)
     assert result["level"] == "error" and result["locations"][0]["physicalLocation"]["region"]["startLine"] == line
     assert result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].endswith("p/pools.yaml")
+
+
+def test_a_platform_that_does_not_load_does_not_make_its_fabrics_missing(tmp_path):
+    """The Platform declares the fabric the pool names, and has an error of its own: that error is reported, not
+    a missing fabric (the set holds a stand-in Platform, whose fabrics are the defaults)."""
+    policy = write_policy(tmp_path / "p", {"fabrics": {"roce": {"resources": ["rdma/roce"]}}, "noPool": "maybe"},
+                          replace=[_pool("l40s-eth", fabric="roce")])
+    findings = [f for f in lint(policy)[0] if f.is_error]
+    assert [f.field for f in findings] == ["spec.noPool"], [str(f) for f in findings]

@@ -237,7 +237,8 @@ class PolicySet:
                 if other not in self.platform.fabrics:
                     problems.append((platform_ref, ("spec", "fabrics", name, "yieldsTo", i), f"no fabric {other!r}",
                                      f"use one of: {', '.join(sorted(self.platform.fabrics))}"))
-        problems.extend(reference_problems(self))  # pools' fabrics, tiers' classes, fabrics' device classes
+        # pools' fabrics, tiers' classes, fabrics' device classes
+        problems.extend(reference_problems(self, platform_loaded=not unresolved.get("Platform")))
         default_tier = self.platform.defaults.priority
         if default_tier is not None and missing("PriorityTier", default_tier, self.tiers):
             problems.append((platform_ref, ("spec", "defaults", "priority"), f"no PriorityTier named {default_tier!r}",

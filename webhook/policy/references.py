@@ -41,9 +41,13 @@ class PolicySet(Protocol):
     gpu_device_classes: frozenset[str]
 
 
-def reference_problems(policy: PolicySet) -> list[CrossProblem]:
-    """Every reference problem of the set, each at the document and field that names the missing thing."""
-    return [*pool_fabrics(policy), *tier_classes(policy), *fabric_device_classes(policy)]
+def reference_problems(policy: PolicySet, platform_loaded: bool = True) -> list[CrossProblem]:
+    """Every reference problem of the set, each at the document and field that names the missing thing.
+
+    ``platform_loaded`` False: the Platform document did not load (its own errors are reported) and the set holds
+    a stand-in, whose fabrics are not the ones meant: what names a Platform fabric is not checked against them."""
+    platform = [*pool_fabrics(policy), *fabric_device_classes(policy)] if platform_loaded else []
+    return [*platform, *tier_classes(policy)]
 
 
 def pool_fabrics(policy: PolicySet) -> list[CrossProblem]:
