@@ -135,6 +135,9 @@ def test_cluster_scoped_objects_have_no_namespace_and_not_matched_is_one_short_l
     assert all("trainadmit decides on" in d["reason"] for d in records)  # the whole reason stays in the data
     explained = run_cli("check", str(NAMESPACES), "--explain").stdout.splitlines()
     assert explained[1].strip().startswith("kind v1/Namespace is left alone: trainadmit decides on")
+    stream = run_cli("check", str(NAMESPACES), "--explain", "-o", "yaml").stdout.splitlines()
+    assert stream[0].startswith("# ") and stream[1].startswith("# kind v1/Namespace is left alone: trainadmit")
+    assert stream[2] == "apiVersion: v1"  # the reason is comment lines, never an escaped line break
 
 
 def test_quiet_hides_what_is_not_matched():

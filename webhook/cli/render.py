@@ -304,8 +304,9 @@ class YamlOutput:
         self.out.write("# " + line.translate(_YAML_BREAKS) + "\n")
 
     def add(self, item: Item, decision: Decision) -> None:
-        if not decision.matched:
-            self._comment(text(item, decision, self.options))
+        if not decision.matched:  # the line, and with --explain the whole reason under it: a comment line each
+            for line in text(item, decision, self.options).split("\n"):
+                self._comment(line.strip())
         for line in explain_lines(item, decision, self.options):
             self._comment(line.strip())
         if not decision.allowed:
