@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from ..engine import Decision
@@ -305,8 +305,9 @@ class YamlOutput:
 
     def add(self, item: Item, decision: Decision) -> None:
         if not decision.matched:  # the line, and with --explain the whole reason under it: a comment line each
-            for line in text(item, decision, self.options).split("\n"):
-                self._comment(line.strip())
+            self._comment(text(item, decision, replace(self.options, explainer=None)))
+            if self.options.explainer is not None:
+                self._comment(decision.reason)
         for line in explain_lines(item, decision, self.options):
             self._comment(line.strip())
         if not decision.allowed:
