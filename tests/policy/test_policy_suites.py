@@ -4,6 +4,7 @@ quantities; a copy of the bundled set stands alone."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -86,6 +87,8 @@ def test_typod_keys_fail_policy_test_and_the_good_cases_still_run(with_typos):
     assert "6 suite errors" in r.stdout and "typo'd keys" not in r.stdout  # a bad case is an error, never a pass
     junit = run_cli("policy", "test", str(with_typos), "-o", "junit").stdout
     assert junit.count("<error") == 6 and 'errors="6"' in junit
+    names = re.findall(r'<testcase classname="suite" name="([^"]*)"', junit)  # whole: the suite's file and line
+    assert len(names) == 6 and all(re.fullmatch(r"tests/typos\.test\.yaml:\d+", n) for n in names), names
 
 
 @pytest.mark.parametrize("suite,message", [
