@@ -14,22 +14,20 @@ since there is no garbage collector to clear the orphan finalizer).
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import json
 
 import pytest
 from support.fake_apiserver import FakeAPIServer
-from support.fake_node import build_node
 from support.kube_fixtures import APISERVER, OPERATOR_CRDS, RENDER_NS, cluster_on
 from support.manifests import deep, load_yaml
+from support.operators import pytorchjob
 from support.paths import EXAMPLES
+from support.preflight_runs import after, preflight_status
 from support.schemas import schema_errors
-from test_operators import _pytorchjob
 
 from trainadmit.cluster.preflight_status import PreflightStatus
 from trainadmit.engine import Request, decide
-from trainadmit.grammars.preflight import CONTAINER_NAME, parse_args
-from trainadmit.preflight import Host, report, run
+from trainadmit.grammars.preflight import CONTAINER_NAME
 
 
 def as_stored(obj: dict, namespace: str) -> dict:
@@ -133,28 +131,6 @@ def controller_pod(owner: dict, template: dict, name: str, node: str, labels: di
             "spec": {**deep(template["spec"]), "nodeName": node}}
 
 
-def after(obj: dict, seconds: int) -> str:
-    """A timestamp ``seconds`` after the object's creation, as the kubelet writes them."""
-    created = dt.datetime.fromisoformat(obj["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
-    return (created + dt.timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def preflight_status(pod: dict, tmp_path, finished: str, **node) -> dict:
-    """Run the Pod's own preflight arguments on a fake node; the status the kubelet would then report."""
-    container = next(c for c in pod["spec"]["initContainers"] if c["name"] == CONTAINER_NAME)
-    expect = dataclasses.replace(parse_args(container["args"][1:]), shm_size="1Mi", gang_size=None, gang_id=None)
-    root = build_node(tmp_path / pod["metadata"]["name"], **node)
-    host = Host(root=root, node=pod["spec"]["nodeName"], pod=pod["metadata"]["name"])
-    result, _ = run(expect, host)
-    report(result, host, container["terminationMessagePath"])  # the kubelet copies that file into the status
-    terminated = {"exitCode": 0 if result.ok else 1, "reason": "Completed" if result.ok else "Error",
-                  "message": host.path(container["terminationMessagePath"]).read_text(),
-                  "startedAt": finished, "finishedAt": finished}
-    return {"phase": "Running" if result.ok else "Failed",
-            "initContainerStatuses": [{"name": CONTAINER_NAME, "image": container["image"], "imageID": "",
-                                       "ready": result.ok, "restartCount": 0, "state": {"terminated": terminated}}]}
-
-
 def _reconciler(cluster: Cluster, seen: dict) -> PreflightStatus:
     return PreflightStatus(cluster.core, cluster.custom, log=lambda m: None,
                            on_failure=lambda pool, node, check: seen["failures"].append((pool, node, check)),
@@ -202,7 +178,7 @@ def test_job_pods_results_become_the_jobs_annotation_events_and_metrics(policy, 
 
 
 def test_pytorchjob_pods_and_a_preflight_killed_before_it_wrote_its_result(policy, cluster, tmp_path):
-    mutated = decide(policy, Request(_pytorchjob(3, 8))).mutated
+    mutated = decide(policy, Request(pytorchjob(3, 8))).mutated
     owner = cluster.create("kubeflow.org", "v1", "pytorchjobs", mutated)
     name = owner["metadata"]["name"]
     specs = owner["spec"]["pytorchReplicaSpecs"]

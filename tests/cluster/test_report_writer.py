@@ -14,7 +14,7 @@ from support.kube_fixtures import cluster_nodes
 from support.manifests import load_yaml
 from support.paths import EXAMPLES
 from support.policies import BACKENDS, write_policy
-from test_reports import problems
+from support.reports import problems
 
 from trainadmit.cluster import report_writer
 from trainadmit.cluster.budget import BUDGET_NAME, BudgetQuotas, desired

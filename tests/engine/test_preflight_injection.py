@@ -14,10 +14,10 @@ from support.builders import job, rules_of
 from support.cli import run_cli
 from support.fake_node import build_node
 from support.manifests import deep, load_yaml
+from support.operators import document, gpu_job, pytorchjob
 from support.paths import EXAMPLES, FIXTURES, POLICIES
 from support.policies import write_policy
 from support.schemas import schema_errors
-from test_operators import _pytorchjob, document, gpu_job
 
 from trainadmit.cluster.snapshot import SnapshotCluster
 from trainadmit.engine import Request, decide, load_policy
@@ -98,7 +98,7 @@ def test_the_injected_arguments_are_what_the_preflight_runs_on_a_matching_node(p
 
 
 def test_operator_templates_get_it_with_the_gang_of_all_their_gpu_pods(policy):
-    d = decide(policy, Request(_pytorchjob(3, 8)))
+    d = decide(policy, Request(pytorchjob(3, 8)))
     assert d.allowed, d.denials
     specs = d.mutated["spec"]["pytorchReplicaSpecs"]
     for role in ("Master", "Worker"):

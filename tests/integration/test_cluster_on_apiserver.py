@@ -269,7 +269,7 @@ def test_the_reconciler_creates_each_backends_podgroup_or_says_its_api_is_not_se
 # ---- deploy/'s RBAC through the real authorizer --------------------------------------------------
 
 def test_deploy_rbac_allows_every_call_the_server_makes_and_nothing_more(cluster):
-    from test_deploy import declared_permissions
+    from support.permissions import declared_permissions
 
     cp = cluster.cp
     for p in declared_permissions():

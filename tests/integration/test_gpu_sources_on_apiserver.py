@@ -16,11 +16,11 @@ import copy
 import pytest
 from support.builders import with_gpus
 from support.controlplane import KubeError, job_pod, wait_until
+from support.gpu_sources import dra_job, eight_gpus, trainjob
 from support.kube_compare import check_records, save_snapshot, submit
 from support.kube_fixtures import APISERVER, RENDER_NS
 from support.manifests import load_yaml
 from support.paths import FIXTURES
-from test_gpu_sources import dra_job, eight_gpus, trainjob
 
 pytestmark = APISERVER
 NAMESPACE = "dra-team"  # no policy Quota: the namespace's ResourceQuota is what limits it

@@ -22,7 +22,7 @@ import pytest
 from support.controlplane import KubeError
 from support.kube_compare import Outcome, check_records, render, save_snapshot, submit
 from support.kube_fixtures import APISERVER, OPERATOR_CRDS, PHASES, RENDER_NS
-from test_operators import CUSTOM_RESOURCES, gpu_job
+from support.operators import CUSTOM_RESOURCES, gpu_job
 
 from trainadmit.engine.workloads import workload_of
 

@@ -26,7 +26,7 @@ from support.outcome import (
     submit,
 )
 from support.paths import FIXTURES
-from test_preflight_status import after, preflight_status
+from support.preflight_runs import after, preflight_status
 
 pytestmark = OUTCOME
 

@@ -152,7 +152,7 @@ def test_a_change_to_the_code_validation_reads_is_a_miss(module, miss, tmp_path,
 def test_the_loader_reads_only_the_layers_the_key_covers():
     """engine.load_policy (the loader the CLI hands the cache) and what it imports stay in the layers
     whose source is in the key; tests/project/test_layout.py holds every module to importing downward only."""
-    from test_layout import LAYERS
+    from support.layout import LAYERS
 
     assert {name for name, level in LAYERS.items() if level <= LAYERS["engine"]} == set(cache._CODE_LAYERS)
 

@@ -13,6 +13,7 @@ import yaml
 from support.builders import with_gpus
 from support.manifests import load_yaml, review
 from support.paths import EXAMPLES, FIXTURES, ROOT
+from support.permissions import declared_permissions
 from support.schemas import schema_errors
 
 from trainadmit.engine import match
@@ -82,15 +83,6 @@ def _granted(objs) -> set[tuple]:
                         for n in rule.get("resourceNames") or [""]:
                             out.add((g, r, v, n, namespaced))
     return out
-
-
-def declared_permissions():
-    from trainadmit.certs.incluster import PERMISSIONS as CERTS
-    from trainadmit.cluster.access import LEASE_PERMISSIONS, reconciler_permissions
-    from trainadmit.cluster.live import PERMISSIONS as VIEW
-    from trainadmit.cluster.preflight_status import PERMISSIONS as PREFLIGHT
-
-    return (*VIEW, *reconciler_permissions(), *PREFLIGHT, *LEASE_PERMISSIONS, *CERTS)
 
 
 def test_rbac_grants_exactly_what_the_code_calls():

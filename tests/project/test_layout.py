@@ -12,12 +12,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from support.layout import LAYERS
 from support.paths import ROOT
 
 PACKAGE_DIRS = {"trainadmit": ROOT / "webhook", "trainadmit.certs": ROOT / "certs"}
-# lower number = lower layer; a module may import its own layer's package and anything below
-LAYERS = {"grammars": 0, "policy": 1, "engine": 2, "authoring": 3, "cluster": 3, "preflight": 3, "certs": 4, "server": 5,
-          "cli": 6}
 IO_MODULES = {"socket", "subprocess", "http", "urllib", "requests", "kubernetes", "flask", "werkzeug", "gunicorn",
               "prometheus_client", "threading", "time", "datetime", "ssl", "shutil", "tempfile"}
 
@@ -222,24 +220,28 @@ def _test_code() -> list[Path]:
     return sorted(p for p in TESTS.rglob("*.py") if "fixtures" not in p.relative_to(TESTS).parts)
 
 
-def test_no_test_code_imports_a_conftest():
-    """The suite has a conftest.py per area and one for all: ``import conftest`` gets whichever pytest loaded
-    last. What tests share is imported from ``support``; a nested pytest's test text (in a string) too."""
-    as_text = re.compile(r"^\s*(from conftest import|import conftest\b)", re.M)
+def _imports_of(path: Path, text: str) -> list[tuple[int, str]]:
+    """(line, top-level module) of every absolute import in the file, and of every import line in its strings
+    (a nested pytest's test text)."""
     found = []
-    for path in _test_code():
-        text = path.read_text()
-        for node in ast.walk(ast.parse(text)):
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and not node.level:
-                names = [node.module or ""]
-            else:
-                continue
-            if any(n.split(".")[0] == "conftest" for n in names):
-                found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
-        found += [f"{path.relative_to(ROOT)}:{text.count(chr(10), 0, m.start()) + 1}" for m in as_text.finditer(text)]
-    found = sorted(set(found))
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name.split(".")[0]) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            found.append((node.lineno, (node.module or "").split(".")[0]))
+    as_text = re.compile(r"^\s*(?:from\s+(\w+)[\w.]*\s+import|import\s+(\w+))", re.M)
+    found += [(text.count(chr(10), 0, m.start()) + 1, m.group(1) or m.group(2)) for m in as_text.finditer(text)]
+    return found
+
+
+def test_no_test_code_imports_a_conftest_or_a_test_module():
+    """The suite has a conftest.py per area and one for all: ``import conftest`` gets whichever pytest loaded
+    last. A test module importing another's builders (``from test_operators import gpu_job``) needs that
+    module's folder on ``sys.path`` and runs its module-level code in every importer. What tests share is
+    imported from ``support``; a nested pytest's test text (in a string) too."""
+    found = sorted({f"{path.relative_to(ROOT)}:{line} imports {name}" for path in _test_code()
+                    for line, name in _imports_of(path, path.read_text())
+                    if name == "conftest" or name.startswith("test_")})
     assert not found
 
 
@@ -255,9 +257,10 @@ def test_every_test_module_lives_in_an_area_folder():
 
 
 def test_test_modules_are_importable_by_their_names():
-    """pytest imports a test module by its file name (folders without ``__init__.py``), and pyproject puts
-    tests/ (for ``support``) and every area on ``pythonpath``: two test files of one name would be one module."""
+    """pytest imports a test module by its file name (folders without ``__init__.py``): two test files of one
+    name would be one module. pyproject puts only tests/ on ``pythonpath`` (for ``support``): no area folder,
+    so no test module can be imported by another's name."""
     names = Counter(p.name for p in TESTS.rglob("test_*.py") if "fixtures" not in p.relative_to(TESTS).parts)
     assert not [n for n, count in names.items() if count > 1]
     pythonpath = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["pythonpath"]
-    assert pythonpath == ["tests", *(f"tests/{area}" for area in TEST_AREAS)]
+    assert pythonpath == ["tests"]

@@ -22,7 +22,7 @@ from support.builders import with_gpus
 from support.manifests import deep, load_yaml, review
 from support.paths import FIXTURES
 from support.policies import BACKENDS
-from test_properties import names, policy_for, workloads
+from support.strategies import names, policy_for, workloads
 
 from trainadmit.cluster.index import ClusterIndex
 from trainadmit.engine import Request, decide

@@ -19,10 +19,10 @@ import pytest
 from support.builders import with_gpus
 from support.crd_prune import crd_schema
 from support.manifests import load_yaml
+from support.operators import CRDS
 from support.paths import FIXTURES
 from support.policies import write_policy
 from support.schemas import K8S_VERSION
-from test_operators import CRDS
 
 from trainadmit.engine import Request, decide, load_policy
 from trainadmit.engine.workloads import workload_of

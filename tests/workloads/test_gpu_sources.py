@@ -15,6 +15,7 @@ import copy
 import pytest
 from support.builders import job, rules_of, with_gpus
 from support.cli import run_cli
+from support.gpu_sources import docs, dra_job, eight_gpus, one, trainjob
 from support.manifests import load_yaml
 from support.patches import apply_patch
 from support.paths import FIXTURES, POLICIES
@@ -27,15 +28,6 @@ DRA = FIXTURES / "dra"
 NVIDIA = DRA / "nvidia-dra-driver-gpu" / "examples"
 DRANET = DRA / "dranet" / "examples"
 TRAINER = FIXTURES / "operators" / "kubeflow-trainer-v2" / "examples"
-
-
-def docs(path, kind: str | None = None) -> list[dict]:
-    return [d for d in load_yaml(path) if kind is None or d.get("kind") == kind]
-
-
-def one(path, kind: str) -> dict:
-    [found] = docs(path, kind)
-    return copy.deepcopy(found)
 
 
 def in_namespace(objs: list[dict], namespace: str) -> list[dict]:
@@ -157,23 +149,6 @@ def test_extended_gpus_and_a_claim_nobody_can_look_up_are_each_reported_as_what_
     d = decided(policy, mpijob, None, "team-nlp")
     assert d.summary["gpusPerPod"] == 2 and d.summary["gpuResource"] == "nvidia.com/gpu"
     assert "ResourceClaimTemplate team-nlp/nvbandwidth-test-compute-domain-1-channel" in d.unverified
-
-
-def dra_job(template: str, workers: int = 4, namespace: str = "team-nlp", name: str = "dra-train") -> dict:
-    """A gang Job whose Pods take their GPUs from a claim template only (the issue's shape)."""
-    obj = job(name=name, namespace=namespace, workers=workers)
-    spec = obj["spec"]["template"]["spec"]
-    spec["containers"][0]["resources"] = {"claims": [{"name": "gpus"}]}
-    spec["resourceClaims"] = [{"name": "gpus", "resourceClaimTemplateName": template}]
-    return obj
-
-
-def eight_gpus(namespace: str = "team-nlp", name: str = "eight-gpus") -> dict:
-    """NVIDIA's single-gpu template (gpu-test1) asking for a node's 8."""
-    rct = one(NVIDIA / "gpu-test1.yaml", "ResourceClaimTemplate")
-    rct["metadata"] = {"name": name, "namespace": namespace}
-    rct["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] = 8
-    return rct
 
 
 def test_every_rule_runs_on_the_counted_gpus(policy):
@@ -302,16 +277,6 @@ def test_a_pool_whose_nics_are_dra_devices_gets_them_as_a_claim(tmp_path):
 
 
 # ---- TrainJob: the Pods its runtime yields ----------------------------------------------------------
-
-def trainjob(runtime: str, num_nodes: int | None = None, namespace: str = "team-nlp", kind: str | None = None,
-             name: str = "tune") -> dict:
-    trainer: dict = {}
-    if num_nodes is not None:
-        trainer["numNodes"] = num_nodes
-    ref = {"name": runtime, **({"kind": kind} if kind else {})}
-    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
-            "metadata": {"name": name, "namespace": namespace}, "spec": {"runtimeRef": ref, "trainer": trainer}}
-
 
 def test_trainer_sizes_each_replicated_job_of_the_runtime():
     """kubeflow/trainer newRuntimeInfo, torch and MPI plugins, by hand: torchtune's two initializers run one Pod

@@ -15,92 +15,17 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from support.builders import rules_of, with_gpus
+from support.builders import rules_of
 from support.crd_prune import crd_schema, pruned
-from support.manifests import deep, load_yaml
+from support.manifests import deep
+from support.operators import CRDS, CUSTOM_RESOURCES, EXPECTED, OPS, document, gpu_job, pytorchjob
 from support.patches import apply_patch
-from support.paths import FIXTURES
 from support.policies import BACKENDS, write_policy
 from support.schemas import schema_errors
 
 from trainadmit.engine import Request, decide, load_policy
 from trainadmit.engine.workloads import workload_of
 from trainadmit.policy import PolicyError
-
-OPS = FIXTURES / "operators"
-CRDS = {
-    ("kubeflow.org/v1", "PyTorchJob"): ("kubeflow-training-operator-v1/crds/kubeflow.org_pytorchjobs.yaml", "v1"),
-    ("kubeflow.org/v1", "MPIJob"): ("kubeflow-training-operator-v1/crds/kubeflow.org_mpijobs.yaml", "v1"),
-    ("kubeflow.org/v1", "TFJob"): ("kubeflow-training-operator-v1/crds/kubeflow.org_tfjobs.yaml", "v1"),
-    ("kubeflow.org/v1", "PaddleJob"): ("kubeflow-training-operator-v1/crds/kubeflow.org_paddlejobs.yaml", "v1"),
-    ("kubeflow.org/v2beta1", "MPIJob"): ("kubeflow-mpi-operator/crds/kubeflow.org_mpijobs.yaml", "v2beta1"),
-    ("ray.io/v1", "RayCluster"): ("kuberay/crds/ray.io_rayclusters.yaml", "v1"),
-    ("ray.io/v1", "RayJob"): ("kuberay/crds/ray.io_rayjobs.yaml", "v1"),
-    ("batch.volcano.sh/v1alpha1", "Job"): ("volcano/crds/batch.volcano.sh_jobs.yaml", "v1alpha1"),
-    ("jobset.x-k8s.io/v1alpha2", "JobSet"): ("jobset/crds/jobset.x-k8s.io_jobsets.yaml", "v1alpha2"),
-    ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"): ("lws/crds/leaderworkerset.x-k8s.io_leaderworkersets.yaml",
-                                                          "v1"),
-    ("trainer.kubeflow.org/v1alpha1", "TrainJob"): ("kubeflow-trainer-v2/crds/trainer.kubeflow.org_trainjobs.yaml",
-                                                    "v1alpha1"),
-}
-
-# (file under tests/fixtures, document index, Pods at once, Pods in one gang): from the operators'
-# documented behaviour (defaults, replica formulas, the operator's own minMember rule)
-EXPECTED = [
-    ("operators/jobset/examples/exclusive-placement.yaml", 0, 9, 9),
-    ("operators/jobset/examples/jobset-with-network.yaml", 0, 3, 3),
-    ("operators/jobset/examples/pytorch-cnn-mnist.yaml", 0, 4, 4),
-    ("operators/jobset/examples/tpu-multislice-v6e-jax-workload.yaml", 0, 8, 8),
-    ("operators/kubeflow-mpi-operator/examples/horovod-tensorflow-mnist.yaml", 0, 3, 3),
-    ("operators/kubeflow-mpi-operator/examples/pi.yaml", 0, 3, 3),
-    ("operators/kubeflow-mpi-operator/examples/tensorflow-benchmarks.yaml", 0, 3, 3),
-    # TrainJob: spec.trainer.numNodes Pods of the runtime's trainer job (its initializers are not counted here)
-    ("operators/kubeflow-trainer-v2/examples/01-multi-node.yaml", 0, 3, 3),
-    ("operators/kubeflow-trainer-v2/examples/02-runtime-patches.yaml", 0, 2, 2),
-    ("operators/kubeflow-trainer-v2/examples/03-kueue-integration.yaml", 0, 3, 3),
-    ("operators/kubeflow-trainer-v2/examples/04-volcano-integration.yaml", 1, 4, 4),
-    ("operators/kubeflow-training-operator-v1/examples/mpijob_v1_tensorflow-mnist.yaml", 0, 3, 3),
-    ("operators/kubeflow-training-operator-v1/examples/pytorch_deepspeed_demo.yaml", 0, 2, 2),
-    # elastic (minReplicas 1): the operator would gang all 2 current replicas and pin the job to its size;
-    # trainadmit gangs the minimum, so the job can start (and shrink) with fewer workers
-    ("operators/kubeflow-training-operator-v1/examples/pytorch_elastic_imagenet.yaml", 0, 2, 1),
-    ("operators/kubeflow-training-operator-v1/examples/pytorch_job_mnist_nccl.yaml", 0, 2, 2),
-    # TFJob and PaddleJob: one Pod per replica of each type, replicas defaulting to 1, all in the gang
-    ("operators/kubeflow-training-operator-v1/examples/tfjob_simple.yaml", 0, 2, 2),
-    ("operators/kubeflow-training-operator-v1/examples/tfjob_multi_worker_strategy.yaml", 0, 2, 2),
-    ("operators/kubeflow-training-operator-v1/examples/tfjob_mnist_with_summaries.yaml", 0, 1, 1),
-    ("operators/kubeflow-training-operator-v1/examples/paddlejob_simple-cpu.yaml", 0, 2, 2),
-    ("operators/kueue/examples/sample-tfjob.yaml", 0, 3, 3),  # PS 1 + Worker 2
-    ("operators/kueue/examples/sample-paddlejob.yaml", 0, 2, 2),
-    ("operators/kuberay/examples/ray-cluster.scheduler-plugins.yaml", 0, 3, 3),
-    ("operators/kuberay/examples/ray-cluster.volcano-scheduler-queue.yaml", 1, 3, 3),
-    ("operators/kuberay/examples/ray-job.pytorch-image-classifier.yaml", 0, 6, 5),  # the submitter is outside
-    ("operators/kuberay/examples/ray-job.volcano-scheduler-queue.yaml", 1, 4, 3),
-    ("operators/kueue/examples/sample-jobset-tas-combined.yaml", 0, 8, 8),
-    ("operators/kueue/examples/sample-pytorchjob.yaml", 0, 2, 2),
-    ("operators/lws/examples/lws-exclusive-placement.yaml", 0, 12, 4),  # one gang per group
-    ("operators/lws/examples/lws-multi-template.yaml", 0, 12, 4),
-    ("operators/lws/examples/lws-sample-volcano.yaml", 0, 8, 4),
-    ("operators/lws/examples/vllm-gpu-lws.yaml", 0, 4, 2),
-    ("operators/volcano/examples/mindspore-gpu.yaml", 0, 3, 3),
-    ("operators/volcano/examples/mpi-example.yaml", 0, 3, 3),
-    ("operators/volcano/examples/pytorch-plugin-job.from-docs.yaml", 0, 3, 1),  # its own minAvailable: 1
-    ("real-world/aks-rdma-ib-mpi-job.yaml", 0, 3, 3),
-    ("real-world/awsome-nccl-tests.yaml", 0, 3, 3),
-    ("real-world/gke-ctk-a3ultra-nccl-jobset-example.yaml", 0, 4, 4),
-    ("real-world/jobset-exclusive-placement.yaml", 0, 9, 9),
-    ("real-world/jobset-host-maintenance-event-model.yaml", 0, 4, 4),
-    ("real-world/jobset-jobset-with-network.yaml", 0, 3, 3),
-    ("real-world/jobset-resnet.yaml", 0, 4, 4),
-    ("real-world/kftrainingop-imagenet.yaml", 0, 2, 1),  # elastic, as above
-    ("real-world/kftrainingop-pytorch_job_mnist_nccl.yaml", 0, 2, 2),
-    ("real-world/kueue-ray-cluster-sample.yaml", 0, 2, 2),
-    ("real-world/volcano-mpi-example.yaml", 0, 3, 3),
-]
-
-
-def document(file: str, index: int) -> dict:
-    return load_yaml(FIXTURES / file)[index]
 
 
 @pytest.mark.parametrize(("file", "index", "pods", "gang"), EXPECTED, ids=lambda v: str(v))
@@ -109,28 +34,6 @@ def test_every_operator_example_is_recognised_with_its_pods_and_gang(file, index
     assert workload is not None, f"{file}: kind not handled"
     assert workload.templates, "no pod template found"
     assert (workload.pods, workload.gang_size) == (pods, gang)
-
-
-def gpu_job(obj: dict, gpus: int = 8) -> dict:
-    """The example as a named GPU training job in team-nlp: every regular container asks for ``gpus`` GPUs."""
-    obj = with_gpus(obj, gpus)
-    meta = obj.setdefault("metadata", {})
-    meta.setdefault("name", "example")
-    meta.pop("generateName", None)
-    meta["namespace"] = "team-nlp"
-    return obj
-
-
-def _custom_resources() -> list[tuple[str, dict]]:
-    out = []
-    for file, index, _, _ in EXPECTED:
-        obj = document(file, index)
-        if (obj["apiVersion"], obj["kind"]) in CRDS:
-            out.append((f"{Path(file).name}#{index}", obj))
-    return out
-
-
-CUSTOM_RESOURCES = _custom_resources()
 
 
 @functools.cache
@@ -191,17 +94,9 @@ def test_cpu_roles_get_no_gpu_side_injections(policy):
     assert head_spec["priorityClassName"] == worker_spec["priorityClassName"]  # one priority for the whole job
 
 
-def _pytorchjob(workers: int, gpus: int, namespace: str = "team-nlp") -> dict:
-    base = document("operators/kubeflow-training-operator-v1/examples/pytorch_job_mnist_nccl.yaml", 0)
-    job = gpu_job(base, gpus)
-    job["metadata"]["namespace"] = namespace
-    job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = workers
-    return job
-
-
 def test_over_quota_pytorchjob_is_denied_with_advice(policy):
     """65 workers x 6 GPUs in a namespace allowed 32 GPUs per job (quota `teams`, team-vision)."""
-    d = decide(policy, Request(_pytorchjob(65, 6, "team-vision")))
+    d = decide(policy, Request(pytorchjob(65, 6, "team-vision")))
     assert not d.allowed
     assert {"quota.gpus-per-job", "topology.whole-node"} <= rules_of(d)
     quota_msg = next(v for v in d.denials if v.rule == "quota.gpus-per-job")
@@ -209,7 +104,7 @@ def test_over_quota_pytorchjob_is_denied_with_advice(policy):
 
 
 def test_multi_node_worker_must_take_whole_nodes(policy):
-    d = decide(policy, Request(_pytorchjob(3, 6)))
+    d = decide(policy, Request(pytorchjob(3, 6)))
     whole = [v for v in d.denials if v.rule == "topology.whole-node"]
     assert {v.path.split(".template")[0] for v in whole} == {"spec.pytorchReplicaSpecs.Master",
                                                              "spec.pytorchReplicaSpecs.Worker"}
@@ -217,7 +112,7 @@ def test_multi_node_worker_must_take_whole_nodes(policy):
     assert whole[0].hint == ('set spec.pytorchReplicaSpecs.Master.template.spec.containers[0].resources.limits'
                              '["nvidia.com/gpu"]: 8 and spec.pytorchReplicaSpecs.Worker.template.spec.containers[0]'
                              '.resources.limits["nvidia.com/gpu"]: 8 and spec.pytorchReplicaSpecs.Worker.replicas: 2')
-    assert decide(policy, Request(_pytorchjob(3, 8))).allowed
+    assert decide(policy, Request(pytorchjob(3, 8))).allowed
 
 
 TRAINING_OPERATOR = {"username": "system:serviceaccount:kubeflow:training-operator"}
@@ -228,7 +123,7 @@ STATEFULSET_CONTROLLER = {"username": "system:serviceaccount:kube-system:statefu
 def test_pods_and_child_jobs_of_handled_kinds_are_decided_at_their_parent(policy):
     """An operator copies the job's priorityClassName (or anything else) into its Pods: when the operator's
     own ServiceAccount (its install manifests') creates them, never a second decision, never a conflict."""
-    decided = decide(policy, Request(_pytorchjob(2, 8))).mutated
+    decided = decide(policy, Request(pytorchjob(2, 8))).mutated
     template = decided["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]
     owner = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": decided["metadata"]["name"],
              "uid": "u1", "controller": True}
@@ -258,7 +153,7 @@ def test_an_ownerreference_from_anyone_but_the_controller_is_decided(policy, tmp
     nothing. The same children are decided as what they are when another user (or `check`, which knows no
     user) sends them, and a forged 8-GPU Pod is held to its own rules; a policy can name the account an
     operator really runs as."""
-    decided = decide(policy, Request(_pytorchjob(2, 8))).mutated
+    decided = decide(policy, Request(pytorchjob(2, 8))).mutated
     template = decided["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]
     owner = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": decided["metadata"]["name"],
              "uid": "u1", "controller": True}
@@ -333,7 +228,7 @@ def test_a_jobset_of_4_by_4_is_one_gang_of_16(policies, backend):
 
 def test_operator_keys_per_backend(policies):
     """Where the operator reads gang, queue and priority: written there, nowhere else."""
-    job = _pytorchjob(2, 8)
+    job = pytorchjob(2, 8)
     volcano = decide(policies["volcano"], Request(deep(job))).mutated
     assert volcano["spec"]["runPolicy"]["schedulingPolicy"] == {"minAvailable": 3, "queue": "training",
                                                                 "priorityClass": "training-normal"}
@@ -374,7 +269,7 @@ def test_custom_rules_can_target_operator_kinds(tmp_path):
                 {"expression": "has(object.metadata.labels) && 'owner' in object.metadata.labels",
                  "message": "PyTorchJobs need an owner label"}]}}
     policy = load_policy(write_policy(tmp_path / "ok", extra=[rule]))
-    assert "custom.pytorch-owner" in rules_of(decide(policy, Request(_pytorchjob(2, 8))))
+    assert "custom.pytorch-owner" in rules_of(decide(policy, Request(pytorchjob(2, 8))))
     bad = copy.deepcopy(rule)
     bad["spec"]["kinds"] = ["PyTorchJobs"]
     with pytest.raises(PolicyError, match="not a kind trainadmit handles"):
