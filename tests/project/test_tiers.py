@@ -70,3 +70,48 @@ def test_ci_runs_every_tier(monkeypatch):
     assert not all_tiers()
     monkeypatch.setenv(ALL_TIERS_ENV, "1")
     assert all_tiers()
+
+
+class _Item:
+    def __init__(self, nodeid: str, path, slow: bool = False):
+        self.nodeid, self.path, self._slow = nodeid, path, slow
+
+    def add_marker(self, marker) -> None:
+        self._slow = self._slow or marker.name == "slow"
+
+    def get_closest_marker(self, name: str):
+        return self._slow if name == "slow" else None
+
+
+class _Config:
+    def __init__(self, args: list[str]):
+        from types import SimpleNamespace
+
+        self.args = args
+        self.invocation_params = SimpleNamespace(dir=ROOT)
+        self.option = SimpleNamespace(markexpr="")
+        self.hook = SimpleNamespace(pytest_deselected=lambda items: self.deselected.extend(items))
+        self.deselected: list = []
+
+
+def test_the_fast_tier_deselects_listed_and_marked_tests_unless_their_file_is_named(monkeypatch):
+    """The hook itself, in-process (the nested pytest above is its slow end-to-end twin)."""
+    from support import tiers
+
+    monkeypatch.delenv(ALL_TIERS_ENV, raising=False)
+    monkeypatch.delenv(ASSETS_ENV, raising=False)
+    reload_file = ROOT / "tests/server/test_server_reload.py"
+    server_file = ROOT / "tests/server/test_server.py"
+
+    def run(args: list[str]) -> list[str]:
+        items = [_Item("tests/server/test_server_reload.py::test_not_ready_without_policy", reload_file),
+                 _Item("tests/server/test_server.py::test_marked_by_hand", server_file, slow=True),
+                 _Item("tests/server/test_server.py::test_http_decisions_equal_trainadmit_check", server_file)]
+        tiers.pytest_collection_modifyitems(_Config(args), items)
+        return [i.nodeid.split("::")[1] for i in items]
+
+    assert run(["tests/server"]) == ["test_http_decisions_equal_trainadmit_check"]
+    assert run(["tests/server/test_server_reload.py"]) == ["test_not_ready_without_policy",
+                                                          "test_http_decisions_equal_trainadmit_check"]
+    monkeypatch.setenv(ALL_TIERS_ENV, "1")
+    assert len(run(["tests/server"])) == 3

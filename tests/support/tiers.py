@@ -44,9 +44,15 @@ SLOW: dict[str, str] = {
     "tests/cluster/test_livecluster.py::test_server_with_the_live_view": "a real server on a fake apiserver",
     "tests/project/test_bench.py::test_engine_bench_runs_and_its_cache_column_is_the_servers_answer":
         "runs the engine benchmark",
+    "tests/server/test_server_logs.py::test_the_log_is_json_from_listening_to_shutdown": "a real server's whole life",
     "tests/policy/test_policy_init.py::test_the_guide_runs_as_written_from_an_empty_directory":
         "runs the authoring guide's every command as a program",
-    # walks: the fast tier keeps the bundled policy and the native Job backend of the concern-order walk (10 s)
+    # the tiers' own end-to-end check: nested pytest collections (the table itself is checked in the fast tier)
+    "tests/project/test_tiers.py::test_the_fast_tier_leaves_slow_tests_out_unless_asked": "nested pytest collections",
+    "tests/project/test_tiers.py::test_every_parametrized_slow_entry_is_a_parametrization_pytest_collects":
+        "a nested pytest collection",
+    # walks: the fast tier keeps the bundled policy's concern-order walk, the slow tier adds the five backends (12 s)
+    f"{_ORDER}[native-job]": "the concern-order walk under one more backend",
     f"{_ORDER}[kueue]": "the concern-order walk under one more backend",
     f"{_ORDER}[volcano]": "the concern-order walk under one more backend",
     f"{_ORDER}[coscheduling]": "the concern-order walk under one more backend",
