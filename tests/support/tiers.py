@@ -17,6 +17,7 @@ says what each tier holds and what it costs.
 
 from __future__ import annotations
 
+import fnmatch
 import os
 from pathlib import Path
 
@@ -61,9 +62,13 @@ SLOW: dict[str, str] = {
     # a reader that stops early: the fast tier keeps -o json; text and yaml decide 600 Jobs each in a program
     f"{_READER}[text]": "check over 600 Jobs in a program",
     f"{_READER}[yaml]": "check over 600 Jobs in a program",
-    # the two largest CRDs of the YAML round trip (the other files stay in the fast tier)
-    f"{_FASTYAML}[tests/fixtures/operators/kuberay/crds/ray.io_rayjobs.yaml]": "a 1 MB CRD through both YAML codecs",
-    f"{_FASTYAML}[tests/fixtures/operators/kuberay/crds/ray.io_rayclusters.yaml]": "a 1 MB CRD through both YAML codecs",
+    # the YAML round trip of the operators' CRDs, 0.1-1.4 MB each (the other 220 files stay in the fast tier)
+    f"{_FASTYAML}[tests/fixtures/operators/*/crds/*]": "CRDs of up to 1.4 MB through both YAML codecs",
+    # per gang backend: the fast tier keeps the native Job backend (the bundled default's), the slow tier the others
+    **{f"{test}[{backend}]": "the same check under one more gang backend"
+       for test in ("tests/workloads/test_operators.py::test_gpu_examples_mutate_within_their_crd_schema_exactly_and_"
+                    "idempotently", "tests/policy/test_check_policy_cache.py::test_a_cached_set_decides_as_the_validated_one")
+       for backend in ("coscheduling", "kueue", "native-podgroup", "volcano")},
 }
 
 
@@ -73,7 +78,10 @@ def all_tiers() -> bool:
 
 
 def is_listed_slow(nodeid: str) -> bool:
-    return any(nodeid == key or nodeid.startswith(key + "::") or nodeid.startswith(key + "[") for key in SLOW)
+    """Whether a key of ``SLOW`` names the test: its file, the test (every parametrization), or one parametrization
+    (``*`` in a key's brackets matches as in fnmatch)."""
+    return any(nodeid == key or nodeid.startswith(key + "::") or nodeid.startswith(key + "[")
+               or ("*" in key and fnmatch.fnmatchcase(nodeid, key.replace("[", "[[]"))) for key in SLOW)
 
 
 def _named_files(config: pytest.Config) -> set[Path]:
