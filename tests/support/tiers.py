@@ -123,5 +123,5 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
-    if not all_tiers() and "slow" not in (config.option.markexpr or ""):
+    if not all_tiers() and "slow" not in (config.option.markexpr or "") and not _named_files(config):
         terminalreporter.write_line(f"fast tier only: the slow tier was deselected ({ALL_TIERS_ENV}=1 runs it; CI does)")
