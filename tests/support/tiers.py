@@ -52,6 +52,17 @@ SLOW: dict[str, str] = {
     "tests/project/test_tiers.py::test_the_fast_tier_leaves_slow_tests_out_unless_asked": "nested pytest collections",
     "tests/project/test_tiers.py::test_every_parametrized_slow_entry_is_a_parametrization_pytest_collects":
         "a nested pytest collection",
+    "tests/server/test_serve_startup.py": "starts a server program per bad setting (each refused in one line)",
+    # fuzzing and the largest walks: the fast tier keeps the property test of mutation and the plain fuzz runs
+    "tests/server/test_server_fuzz.py::test_damaged_reviews_in_process": "hypothesis over damaged reviews",
+    "tests/engine/test_properties.py::test_engine_answers_damaged_objects_without_raising":
+        "hypothesis over damaged objects",
+    "tests/project/test_deploy.py::test_every_podgroup_the_engine_asks_for_is_in_the_reconcilers_rbac":
+        "every backend's PodGroups over the examples",
+    "tests/project/test_deploy.py::test_match_conditions_compile_and_select_exactly_the_gpu_workloads":
+        "the webhooks' CEL match conditions over every fixture",
+    "tests/cli/test_cli_battery.py::test_every_argument_over_the_battery[policy webhooks:*]":
+        "each input renders every webhook configuration",
     # walks: the fast tier keeps the bundled policy's concern-order walk, the slow tier adds the five backends (12 s)
     f"{_ORDER}[native-job]": "the concern-order walk under one more backend",
     f"{_ORDER}[kueue]": "the concern-order walk under one more backend",
