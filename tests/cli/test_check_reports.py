@@ -87,7 +87,8 @@ def test_unreadable_input_is_a_failed_invocation_in_sarif(sarif_schema, tmp_path
     [invocation] = report["runs"][0]["invocations"]
     assert invocation["executionSuccessful"] is False
     [note] = invocation["toolExecutionNotifications"]
-    assert "bad.yaml: not valid YAML" in note["message"]["text"] and note["level"] == "error"
+    assert "bad.yaml:2:11: not valid YAML" in note["message"]["text"] and note["level"] == "error"
+    assert note["locations"][0]["physicalLocation"]["region"] == {"startLine": 2, "startColumn": 11}
     assert len(report["runs"][0]["results"]) == 3  # the readable file is still checked
 
 

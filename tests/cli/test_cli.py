@@ -63,7 +63,7 @@ def test_unreadable_input_and_invalid_policy_exit_2(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("kind: Job\n  metadata: [\n")
     r = trainadmit("check", str(bad))
-    assert r.returncode == 2 and "bad.yaml: not valid YAML" in r.stderr
+    assert r.returncode == 2 and "bad.yaml:2:11: not valid YAML: mapping values are not allowed" in r.stderr
     pol = tmp_path / "pol"
     pol.mkdir()
     (pol / "platform.yaml").write_text("apiVersion: trainadmit.io/v1alpha1\nkind: Platform\nmetadata: {name: p}\n"

@@ -102,9 +102,8 @@ def test_one_result_per_workload_and_rule(policy):
         ("JobSet", "a3-nccl", "final.not-admitted", "warn"),  # stored without admission: what it lacks is no pass
         ("JobSet", "a3-nccl", "gang.foreign-backend", "warn"),
         ("LeaderWorkerSet", "vllm", "final.not-admitted", "warn"),
-        ("LeaderWorkerSet", "vllm", "gang.unsupported", "warn"),
         ("PyTorchJob", "mnist", "topology.whole-node", "fail"),  # Master and Worker: one result, both fields
-    ]
+    ]  # (LWS's gang.unsupported is a note, the platform's to change: named in its results' properties.notes, not a warn)
     [mnist] = [r for r in _results(policy) if r["resources"][0]["name"] == "mnist"]
     assert mnist["properties"]["path"].count("resources.limits") == 2
     [a3] = [r for r in _results(policy) if r["resources"][0]["name"] == "a3-nccl" and r["rule"] == "final.not-admitted"]
@@ -152,8 +151,8 @@ def test_a_workload_that_bypassed_admission_is_no_pass_and_by_a_setting_a_failur
 def test_reports_validate_against_their_crd(policy, api):
     report = build_report(api, "team-nlp", _results(policy), policy.generation, 1_800_000_000)
     assert problems(report) == []
-    assert report["summary"] == {"pass": 0, "fail": 2, "warn": 5, "error": 0, "skip": 0}
-    assert [r["result"] for r in report["results"]] == ["fail", "fail", "warn", "warn", "warn", "warn", "warn"]
+    assert report["summary"] == {"pass": 0, "fail": 2, "warn": 4, "error": 0, "skip": 0}
+    assert [r["result"] for r in report["results"]] == ["fail", "fail", "warn", "warn", "warn", "warn"]
     assert ("source" in report) is (api is OPENREPORTS)
     assert report["scope"] == {"apiVersion": "v1", "kind": "Namespace", "name": "team-nlp"}
 

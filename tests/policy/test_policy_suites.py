@@ -4,6 +4,7 @@ quantities; a copy of the bundled set stands alone."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -83,9 +84,11 @@ def test_typod_keys_fail_policy_test_and_the_good_cases_still_run(with_typos):
     for field, line, _ in EXPECTED:
         assert f"tests/typos.test.yaml:{line} (document 1): {field}:" in r.stdout, r.stdout
     assert "a case sends exactly one object" in r.stdout
-    assert "6 failed" in r.stdout and "typo'd keys" not in r.stdout  # a bad case is an error, never a pass
+    assert "6 suite errors" in r.stdout and "typo'd keys" not in r.stdout  # a bad case is an error, never a pass
     junit = run_cli("policy", "test", str(with_typos), "-o", "junit").stdout
-    assert junit.count("<failure") == 6
+    assert junit.count("<error") == 6 and 'errors="6"' in junit
+    names = re.findall(r'<testcase classname="suite" name="([^"]*)"', junit)  # whole: the suite's file and line
+    assert len(names) == 6 and all(re.fullmatch(r"tests/typos\.test\.yaml:\d+", n) for n in names), names
 
 
 @pytest.mark.parametrize("suite,message", [

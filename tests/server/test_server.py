@@ -247,7 +247,7 @@ def test_one_log_line_per_decision_without_object_contents(server):
     lines = server.wait_log(lambda x: x.get("event") == "decision" and x.get("uid") == uid)
     assert len(lines) == 1
     line = lines[0]
-    assert {"uid", "namespace", "name", "kind", "operation", "allowed", "denied", "warned", "generation", "latency_ms"} <= set(line)
+    assert {"uid", "namespace", "name", "kind", "operation", "allowed", "denied", "warned", "noted", "generation", "latency_ms"} <= set(line)
     assert "registry.local" not in json.dumps(line)  # no object contents beyond names
 
 

@@ -148,3 +148,25 @@ def test_the_bundled_policy_on_a_cluster_with_no_gang_backend_needs_no_reconcile
     stock = Discovered((1, 36), "v1.36.2", frozenset({"v1", "batch/v1"}))
     target = cluster_report.choose(policy.platform, stock)
     assert cluster_report.unhonoured(policy, target, "serve runs without --reconcile") == []
+
+
+def test_the_platform_learns_its_notes_once_on_readyz_and_in_the_log(capsys, podgroup_policy):
+    """The native pod-group backend without TopologyAwareWorkloadScheduling declared: every rack-colocated gang is
+    told topology.colocation-risk as a note (only the platform changes it); the platform is told once, in the
+    main process's log at start (not again while nothing changes) and in ``/readyz``'s ``cluster.notes``."""
+    policy = load_policy(podgroup_policy)
+    apis = Discovered((1, 36), "v1.36.2", frozenset({"v1", "batch/v1", "scheduling.k8s.io/v1alpha2"}))
+    monitor = cluster_report.Monitor(lambda: policy, lambda: apis, lambda: None, viewed=True)
+
+    def notes() -> list[dict]:
+        out = [json.loads(x) for x in capsys.readouterr().err.splitlines() if x.startswith("{")]
+        return [x for x in out if x["event"] == "platform_note"]
+
+    monitor.step()
+    said = notes()
+    assert "topology.colocation-risk" in {x["rule"] for x in said}
+    monitor.step()
+    assert notes() == []
+    body = app_of(podgroup_policy, reconcile=True).get("/readyz").get_json()
+    assert "topology.colocation-risk" in {n["rule"] for n in body["cluster"].get("notes", [])}, body
+    assert body["status"] == "ready"  # a note is no reason to be degraded: nothing the server cannot honour

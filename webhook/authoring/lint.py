@@ -26,7 +26,7 @@ from .testrunner import known_rules
 
 def format_finding(f: PolicyProblem) -> str:
     """`file:line: error: field: message` and the fix on the next line, as compilers print them."""
-    where = f.file + (f":{f.line}" if f.line else "")
+    where = f.file + (f":{f.line}" if f.line else "") + (f":{f.column}" if f.line and f.column else "")
     text = f"{where}: {f.severity}: {f.field + ': ' if f.field else ''}{f.message}"
     return text + (f"\n    fix: {f.fix}" if f.fix else "")
 

@@ -35,6 +35,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from ..grammars.syntax import yaml_problem
 from ..policy.files import SUITE_SUFFIXES, is_suite_path
 from ..policy.loader import PolicyProblem, compose_documents, field_line, field_path, schema_problems, sort_key
 from ..policy.models import API_VERSION
@@ -191,9 +192,10 @@ def load_suites(root: Path, known_rules: Collection[str]) -> tuple[list[Suite], 
                                           fix="save the file as UTF-8"))
             continue
         except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            problems.append(PolicyProblem(display, None, "", f"not valid YAML: {exc}", mark.line + 1 if mark else None,
-                                          unreadable=True, fix="fix the YAML syntax at that line"))
+            problem = yaml_problem(exc)
+            problems.append(PolicyProblem(display, None, "", f"not valid YAML: {problem.message}", problem.line,
+                                          unreadable=True, fix="fix the YAML syntax at that line",
+                                          column=problem.column))
             continue
         for index, data, node in documents:
             line = node.start_mark.line + 1

@@ -19,7 +19,7 @@ import yaml
 
 from ..engine import RULES, Request, decide, load_policy
 from ..grammars.quantity import QuantityError, parse_quantity
-from ..policy import PolicyError, PolicySet
+from ..policy import PolicySet
 from .suite import Case, load_suites
 
 MISSING = "<missing>"
@@ -156,29 +156,49 @@ def run_case(policy: PolicySet, suite: str, case: Case, base: Path) -> CaseResul
 
 
 def run(directory: str | Path) -> tuple[list[CaseResult], list[str]]:
-    """(case results, suite-level errors: file:line, field, message and fix)."""
+    """(case results, suite-level errors: file:line, field, message and fix).
+
+    A policy that does not load runs no test: ``PolicyError`` (every load problem) is raised, for the caller
+    to report as what it is, not as failed tests."""
     root = Path(directory)
-    try:
-        policy = load_policy(root)
-    except PolicyError as exc:
-        return [], [f"policy does not load: {p}" for p in exc.problems]
+    policy = load_policy(root)
     suites, problems = load_suites(root, known_rules(policy))
     errors = [f"{p}" + (f" (fix: {p.fix})" if p.fix else "") for p in problems if p.is_error]
     results = [run_case(policy, suite.display, loaded.case, loaded.base) for suite in suites for loaded in suite.cases]
     return results, errors
 
 
+def _suite_name(error: str) -> str:
+    """A suite error's test name: its file and line (``file:line``), whole; the message says the rest."""
+    where = error.split(" ", 1)[0].rstrip(":")
+    return where or error
+
+
 def junit(results: list[CaseResult], errors: list[str]) -> str:
-    failures = sum(not r.ok for r in results) + len(errors)
+    """The JUnit report: a case per test (``failure`` when it failed), a case per suite error (``error``:
+    the suite could not be read, nothing was tested). Names are never cut."""
+    failures = sum(not r.ok for r in results)
     lines = ['<?xml version="1.0" encoding="UTF-8"?>',
-             f'<testsuite name="trainadmit-policy" tests="{len(results) + len(errors)}" failures="{failures}">']
+             f'<testsuite name="trainadmit-policy" tests="{len(results) + len(errors)}" failures="{failures}" '
+             f'errors="{len(errors)}">']
     for r in results:
         lines.append(f'  <testcase classname={quoteattr(r.suite)} name={quoteattr(r.name)} time="{r.seconds:.4f}">')
         for f in r.failures:
             lines.append(f"    <failure message={quoteattr(f)}>{escape(f)}</failure>")
         lines.append("  </testcase>")
     for e in errors:
-        lines.append(f'  <testcase classname="suite" name={quoteattr(e[:80])}>'
-                     f'<failure message={quoteattr(e)}/></testcase>')
+        lines.append(f'  <testcase classname="suite" name={quoteattr(_suite_name(e))}>'
+                     f'<error message={quoteattr(e)}>{escape(e)}</error></testcase>')
     lines.append("</testsuite>")
     return "\n".join(lines) + "\n"
+
+
+def junit_load_error(directory: str, problems: list[str]) -> str:
+    """The JUnit report of a policy that does not load: one case in error, naming every load problem."""
+    text = "\n".join(problems)
+    message = f"the policy in {directory} does not load ({len(problems)} error{'s' if len(problems) != 1 else ''})"
+    return ('<?xml version="1.0" encoding="UTF-8"?>\n'
+            '<testsuite name="trainadmit-policy" tests="1" failures="0" errors="1">\n'
+            f'  <testcase classname="policy" name={quoteattr(directory)}>'
+            f'<error message={quoteattr(message)}>{escape(text)}</error></testcase>\n'
+            "</testsuite>\n")

@@ -69,10 +69,15 @@ class JunitOutput:
         case = f'  <testcase classname={quoteattr(item.source)} name={quoteattr(name)}{where}'
         self.cases.append(case + (">\n" + "\n".join(body) + "\n  </testcase>" if body else "/>"))
 
-    def problem(self, message: str, source: str | None) -> None:
+    def problem(self, message: str, source: str | None, line: int | None = None,
+                column: int | None = None) -> None:
+        """An error case named by where the input stops (``FILE:LINE:COL``, or the file), whole; the message
+        is the error's."""
         self.errors += 1
-        self.cases.append(f'  <testcase classname={quoteattr(source or "input")} name={quoteattr(message[:120])}>\n'
-                          f'    <error message={quoteattr(message)}/>\n  </testcase>')
+        name = (source or "input") + (f":{line}:{column}" if line is not None and column is not None else "")
+        where = f' file={quoteattr(source)}' + (f' line="{line}"' if line else "") if source else ""
+        self.cases.append(f'  <testcase classname={quoteattr(source or "input")} name={quoteattr(name)}{where}>\n'
+                          f'    <error message={quoteattr(message)}>{escape(message)}</error>\n  </testcase>')
 
     def close(self, summary: str) -> None:
         self.out.write('<?xml version="1.0" encoding="UTF-8"?>\n<testsuites>\n'
@@ -119,10 +124,14 @@ class SarifOutput:
                                  "level": SARIF_LEVELS[v.action],
                                  "message": {"text": message}, "locations": [location]})
 
-    def problem(self, message: str, source: str | None) -> None:
+    def problem(self, message: str, source: str | None, line: int | None = None,
+                column: int | None = None) -> None:
         note: dict[str, Any] = {"level": "error", "message": {"text": message}}
         if source and source != STDIN_NAME:
-            note["locations"] = [{"physicalLocation": {"artifactLocation": {"uri": _uri(source)}}}]
+            physical: dict[str, Any] = {"artifactLocation": {"uri": _uri(source)}}
+            if line is not None:
+                physical["region"] = {"startLine": line, **({"startColumn": column} if column else {})}
+            note["locations"] = [{"physicalLocation": physical}]
         self.notifications.append(note)
 
     def _rule(self, rule_id: str) -> dict[str, Any]:
@@ -142,3 +151,38 @@ class SarifOutput:
         log = {"$schema": SARIF_SCHEMA, "version": "2.1.0",
                "runs": [{"tool": {"driver": driver}, "invocations": [invocation], "results": self.results}]}
         self.out.write(to_json(log) + "\n")
+
+
+def lint_sarif(directory: str, findings: list, unreadable: bool) -> str:
+    """`policy lint -o sarif`: a result per finding (level error or warning) at its file and line under the
+    policy directory; a file that could not be read is a ``toolExecutionNotification`` and makes
+    ``executionSuccessful`` false. Findings have no rule ids of their own: each result's ruleId is the
+    finding's severity (``policy.error``, ``policy.warning``), and the field it is about is in the message."""
+    results: list[dict[str, Any]] = []
+    notifications: list[dict[str, Any]] = []
+    rules: dict[str, int] = {}
+    for f in findings:
+        physical: dict[str, Any] = {"artifactLocation": {"uri": _uri(os.path.join(directory, f.file))
+                                                         if f.file != directory else _uri(directory)}}
+        if f.line:
+            physical["region"] = {"startLine": f.line, **({"startColumn": f.column} if f.column else {})}
+        text = (f"{f.field}: " if f.field else "") + f.message + (f" (fix: {f.fix})" if f.fix else "")
+        if f.unreadable:
+            notifications.append({"level": "error", "message": {"text": text}, "locations": [
+                {"physicalLocation": physical}]})
+            continue
+        rule_id = f"policy.{f.severity}"
+        index = rules.setdefault(rule_id, len(rules))
+        results.append({"ruleId": rule_id, "ruleIndex": index, "level": "error" if f.is_error else "warning",
+                        "message": {"text": text}, "locations": [{"physicalLocation": physical}]})
+    texts = {"policy.error": "a policy problem that stops the policy from loading",
+             "policy.warning": "a policy setting that loads but cannot be what was meant"}
+    driver = {"name": "trainadmit policy lint", "version": __version__, "informationUri": INFORMATION_URI,
+              "rules": [{"id": r, "shortDescription": {"text": texts[r]},
+                         "defaultConfiguration": {"level": r.removeprefix("policy.")}} for r in rules]}
+    invocation: dict[str, Any] = {"executionSuccessful": not unreadable}
+    if notifications:
+        invocation["toolExecutionNotifications"] = notifications
+    log = {"$schema": SARIF_SCHEMA, "version": "2.1.0",
+           "runs": [{"tool": {"driver": driver}, "invocations": [invocation], "results": results}]}
+    return to_json(log) + "\n"

@@ -19,6 +19,7 @@ from typing import IO, Any
 
 import yaml
 
+from ..grammars.syntax import json_problem, yaml_problem
 from . import fastyaml
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
@@ -28,7 +29,12 @@ _PEEK = 4096
 
 
 class InputError(Exception):
-    pass
+    """An input that cannot be decided: one line naming the file (``FILE:LINE:COL: message`` when the position
+    is known, as compilers print it, and ``line``/``column`` set)."""
+
+    def __init__(self, message: str, line: int | None = None, column: int | None = None):
+        super().__init__(message)
+        self.line, self.column = line, column
 
 
 @dataclass
@@ -125,11 +131,12 @@ def iter_documents(text: str | IO[str], source: str) -> Iterator[tuple[int, Any]
                 break
             head += chunk
         text = head + text.read() if _looks_like_json(head) else _Resumed(head, text)  # type: ignore[assignment]
+    json_error: json.JSONDecodeError | None = None
     if isinstance(text, str) and _looks_like_json(text):
         try:
             data = json.loads(text)
-        except json.JSONDecodeError:
-            data = None
+        except json.JSONDecodeError as exc:  # perhaps YAML's flow style ({a: 1}): YAML decides
+            data, json_error = None, exc
         except RecursionError as exc:
             raise InputError(f"{source}: nested too deeply to be a Kubernetes object") from exc
         if data is not None:
@@ -140,15 +147,12 @@ def iter_documents(text: str | IO[str], source: str) -> Iterator[tuple[int, Any]
             if doc is not None:
                 yield i, doc
     except yaml.YAMLError as exc:
-        raise InputError(f"{source}: not valid YAML or JSON: {_one_line(exc)}") from exc
+        # written as JSON: where JSON stops is what to fix; else where YAML does
+        language, problem = (("JSON", json_problem(json_error)) if json_error is not None
+                             else ("YAML", yaml_problem(exc)))
+        raise InputError(problem.at(source, f"not valid {language}: "), problem.line, problem.column) from exc
     except RecursionError as exc:
         raise InputError(f"{source}: nested too deeply to be a Kubernetes object") from exc
-
-
-def _one_line(exc: Exception) -> str:
-    """PyYAML's message spreads over lines (and may draw a caret under a snippet): one line of it."""
-    parts = [line.strip() for line in str(exc).splitlines() if line.strip() and not line.strip().startswith("^")]
-    return "; ".join(parts)[:400]
 
 
 def manifest_files(paths: list[str]) -> list[str]:

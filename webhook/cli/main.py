@@ -9,8 +9,10 @@ and pre-commit hooks) never pays for the web server, metrics or Kubernetes clien
 from __future__ import annotations
 
 import argparse
+import difflib
 import functools
 import os
+import re
 import sys
 from collections.abc import Sequence
 
@@ -82,8 +84,58 @@ class _Parser(argparse.ArgumentParser):
         self.add_argument("--version", action="version", version=f"trainadmit {__version__}",
                           help="print trainadmit's version and exit")
 
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        self._argv = list(sys.argv[1:] if args is None else args)  # what a usage error's suggestion looks through
+        return super().parse_known_args(args, namespace)
+
     def error(self, message: str):  # type: ignore[override]
-        self.exit(EXIT_ERROR, f"{self.prog}: {message} (see: {self.prog} --help)\n")
+        argv = getattr(self, "_argv", [])
+        hint = suggestion(self, message, argv)
+        prog = _chosen(self, argv).prog if _UNRECOGNIZED in message else self.prog  # the command's own help
+        self.exit(EXIT_ERROR, f"{prog}: {message}{'; ' + hint if hint else ''} (see: {prog} --help)\n")
+
+
+_CHOICE = re.compile(r"invalid choice: '?(?P<got>[^' ]*)'? \(choose from (?P<choices>.*)\)")
+_UNRECOGNIZED = "unrecognized arguments: "
+
+
+def _close(word: str, names: Sequence[str]) -> str | None:
+    found = difflib.get_close_matches(word, list(names), n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+def _chosen(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.ArgumentParser:
+    """The (sub-)parser ``argv`` selects: the deepest command its words name (``policy lint``)."""
+    for word in argv:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if subs and word in subs[0].choices:
+            return _chosen(subs[0].choices[word], argv[argv.index(word) + 1:])
+    return parser
+
+
+def suggestion(parser: argparse.ArgumentParser, message: str, argv: Sequence[str]) -> str:
+    """``did you mean X?`` for a usage error: the nearest command, sub-command or choice of an option
+    (``invalid choice``), or the nearest option of the command the words name (``unrecognized arguments``;
+    difflib, as the policy lint's fixes); "" when nothing is near."""
+    found = _CHOICE.search(message)
+    if found:
+        choices = re.findall(r"'([^']*)'", found["choices"]) or [c.strip() for c in found["choices"].split(",")]
+        near = _close(found["got"], choices)
+        return f"did you mean {near}?" if near else ""
+    if _UNRECOGNIZED in message:
+        target = _chosen(parser, argv)
+        options = [o for a in target._actions for o in a.option_strings if o.startswith("--")]
+        words = message.split(_UNRECOGNIZED, 1)[1].split()
+        hints = {}
+        for word in words:
+            name = word.split("=", 1)[0]
+            near = _close(name, options) if name.startswith("-") else None
+            if near:
+                hints[name] = near
+        if len(words) == 1 and hints:
+            return f"did you mean {next(iter(hints.values()))}?"
+        return "; ".join(f"{name}: did you mean {near}?" for name, near in hints.items())
+    return ""
 
 
 OUTPUTS = ("text", "yaml", "json", "patch", "junit", "sarif")
@@ -110,7 +162,15 @@ def _add_check(sub) -> None:
                        help="show the policy setting behind each injected field and violation (text, yaml, json)")
     check.add_argument("--strict", action="store_true", help="warnings fail too (exit 1), as denials do")
     check.add_argument("-q", "--quiet", action="store_true",
-                       help="print only what failed (denials, warnings with --strict, input problems) and the summary")
+                       help="print only what failed (denials, warnings with --strict, input problems) and the summary; "
+                       "objects no policy matches are not shown")
+    check.add_argument("--as", dest="as_user", metavar="USER",
+                       help="decide as if USER sent the requests (kubectl's --as): a controller's account "
+                       "(docs/workloads.md) leaves its children alone, as the server does; an AdmissionReview's "
+                       "userInfo is replaced")
+    check.add_argument("--as-group", dest="as_groups", action="append", metavar="GROUP",
+                       help="a group of the --as user (repeatable; kubectl's --as-group); without it, the groups "
+                       "the apiserver gives an impersonated user")
     check.set_defaults(func=_lazy("check", "cmd_check"))
 
 
@@ -126,6 +186,9 @@ def _add_policy(sub) -> None:
     lint.add_argument("dir", nargs="?", default=DEFAULT_POLICY_DIR, metavar="DIR", type=path_arg,
                       help=dir_help)
     lint.add_argument("--strict", action="store_true", help="warnings fail too (exit 1)")
+    lint.add_argument("-o", "--output", choices=["text", "json", "sarif"], default="text",
+                      help="text for people; json: one object with every finding; sarif: a SARIF 2.1.0 log for "
+                      "code-review annotations (exit codes as for text)")
     lint.set_defaults(func=_lazy("policy", "cmd_policy_lint"))
     schema = psub.add_parser("schema", help="print the JSON Schema of policy documents")
     schema.set_defaults(func=_lazy("policy", "cmd_policy_schema"))

@@ -25,17 +25,29 @@ def _not_a_policy_dir(path: str) -> bool:
 
 
 def cmd_policy_lint(args: argparse.Namespace) -> int:
-    """Every finding of every file, then one summary line. Exit 0 clean or warnings only (1 with
-    --strict), 1 errors, 2 unreadable."""
+    """Every finding of every file, then one summary line (``-o json``: one object; ``-o sarif``: a SARIF
+    2.1.0 log). Exit 0 clean or warnings only (1 with --strict), 1 errors, 2 unreadable."""
     from ..authoring.lint import format_finding, lint_with_policy
 
     if _not_a_policy_dir(args.dir):
         return EXIT_ERROR
     findings, unreadable, policy = lint_with_policy(args.dir)
-    for finding in findings:
-        print(format_finding(finding))
     errors = sum(f.is_error for f in findings)
     warnings = len(findings) - errors
+    code = EXIT_ERROR if unreadable else EXIT_DENIED if errors or (warnings and args.strict) else EXIT_OK
+    output = getattr(args, "output", "text")
+    if output == "json":
+        print(to_json({"directory": args.dir, "generation": policy.generation if policy is not None else None,
+                       "errors": errors, "warnings": warnings, "unreadable": unreadable,
+                       "findings": [_finding_record(f) for f in findings]}))
+        return code
+    if output == "sarif":
+        from .cireports import lint_sarif
+
+        print(lint_sarif(args.dir, findings, unreadable), end="")
+        return code
+    for finding in findings:
+        print(format_finding(finding))
     counts = f"{_plural(errors, 'error')}, {_plural(warnings, 'warning')}"
     if unreadable:  # the findings above say why; the verdict is an error, so it goes where errors go
         print(f"trainadmit policy lint: {args.dir}: unreadable ({counts})", file=sys.stderr)
@@ -53,16 +65,38 @@ def cmd_policy_lint(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _finding_record(f) -> dict:
+    """One finding of `policy lint -o json`: where (file relative to the directory, line, document), the field,
+    the severity, the message and the fix."""
+    return {"file": f.file, "line": f.line, "column": f.column, "document": f.document, "field": f.field,
+            "severity": f.severity,
+            "message": f.message, "fix": f.fix or None}
+
+
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 'es' if word.endswith('s') else 's'}"
 
 
 def cmd_policy_test(args: argparse.Namespace) -> int:
-    from ..authoring.testrunner import junit, run
+    """Every case's result, then ``N passed, M failed[, K suite errors]``. Exit 0 all passed, 1 a case failed or
+    a suite could not be read, 2 the policy does not load (no test ran: its errors are listed as such) or
+    the directory is not one."""
+    from ..authoring.testrunner import junit, junit_load_error, run
+    from ..policy import PolicyError
 
     if _not_a_policy_dir(args.dir):
         return EXIT_ERROR
-    results, errors = run(args.dir)
+    try:
+        results, errors = run(args.dir)
+    except PolicyError as exc:
+        problems = [str(p) + (f" (fix: {p.fix})" if p.fix else "") for p in exc.problems]
+        if args.output == "junit":
+            print(junit_load_error(args.dir, problems), end="")
+        print(f"trainadmit policy test: {args.dir}: the policy does not load ({_plural(len(problems), 'error')}); "
+              "no test ran:", file=sys.stderr)
+        for problem in problems:
+            print(f"  {problem}", file=sys.stderr)
+        return EXIT_ERROR
     empty = not results and not errors
     if args.output == "junit":
         print(junit(results, errors), end="")
@@ -73,7 +107,8 @@ def cmd_policy_test(args: argparse.Namespace) -> int:
                 print(f"      {f}")
         for e in errors:
             print(f"ERROR {e}")
-        print(f"{sum(r.ok for r in results)} passed, {sum(not r.ok for r in results) + len(errors)} failed")
+        suite_errors = f", {_plural(len(errors), 'suite error')}" if errors else ""
+        print(f"{sum(r.ok for r in results)} passed, {sum(not r.ok for r in results)} failed{suite_errors}")
     if empty:  # one message, on stdout for people; on stderr when stdout carries the JUnit report
         where = sys.stderr if args.output == "junit" else sys.stdout
         if args.allow_empty:

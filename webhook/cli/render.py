@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from ..engine import Decision
@@ -37,9 +37,58 @@ class Options:
         return not decision.allowed or (self.strict and bool(decision.warnings))
 
 
+# Kinds the apiserver serves cluster-scoped (no namespace: one a manifest writes is dropped), by API group: the
+# core and built-in groups' (`kubectl api-resources --namespaced=false`) and those of the schedulers, operators and
+# drivers trainadmit reads (their CRDs' spec.scope: Cluster, tests/fixtures/operators and reports/crds).
+CLUSTER_SCOPED: dict[str, frozenset[str]] = {
+    "": frozenset({"Namespace", "Node", "PersistentVolume", "ComponentStatus"}),
+    "rbac.authorization.k8s.io": frozenset({"ClusterRole", "ClusterRoleBinding"}),
+    "apiextensions.k8s.io": frozenset({"CustomResourceDefinition"}),
+    "apiregistration.k8s.io": frozenset({"APIService"}),
+    "admissionregistration.k8s.io": frozenset({"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration",
+                                               "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
+                                               "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"}),
+    "scheduling.k8s.io": frozenset({"PriorityClass"}),
+    "storage.k8s.io": frozenset({"StorageClass", "CSIDriver", "CSINode", "VolumeAttachment", "VolumeAttributesClass"}),
+    "node.k8s.io": frozenset({"RuntimeClass"}),
+    "networking.k8s.io": frozenset({"IngressClass", "IPAddress", "ServiceCIDR"}),
+    "certificates.k8s.io": frozenset({"CertificateSigningRequest", "ClusterTrustBundle"}),
+    "flowcontrol.apiserver.k8s.io": frozenset({"FlowSchema", "PriorityLevelConfiguration"}),
+    "resource.k8s.io": frozenset({"DeviceClass", "ResourceSlice", "DeviceTaintRule"}),
+    "trainer.kubeflow.org": frozenset({"ClusterTrainingRuntime"}),
+    "kueue.x-k8s.io": frozenset({"ClusterQueue", "ResourceFlavor", "WorkloadPriorityClass", "Topology", "Cohort",
+                                 "AdmissionCheck", "MultiKueueCluster", "MultiKueueConfig"}),
+    "scheduling.volcano.sh": frozenset({"Queue"}),
+    "scheduling.run.ai": frozenset({"Queue"}),
+    "kai.scheduler": frozenset({"Topology"}),
+}
+
+
+def cluster_scoped(obj: Any) -> bool:
+    """Whether ``obj`` is of a kind the apiserver serves without a namespace (``CLUSTER_SCOPED``)."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("apiVersion"), str):
+        return False
+    api_version = obj["apiVersion"]
+    group = api_version.rpartition("/")[0] if "/" in api_version else ""
+    return obj.get("kind") in CLUSTER_SCOPED.get(group, ())
+
+
 def identity(item: Item, namespace: str = "default") -> str:
+    """``Kind namespace/name``, or ``Kind name`` for a cluster-scoped kind (a Namespace is in none)."""
     view = Workload(item.obj if isinstance(item.obj, dict) else {}, Adapter())  # identity only
+    if cluster_scoped(item.obj):
+        return f"{view.kind} {view.display_name}"
     return f"{view.kind or '?'} {view.namespace or item.namespace or namespace}/{view.display_name}"
+
+
+def short_reason(reason: str) -> str:
+    """The first clause of why an object is not matched (``kind v1/Namespace is left alone``, ``not a GPU
+    workload``; ``GPUs not counted: <the objects>``, whose objects are the point): one short line; the whole
+    reason is in -o json and, with --explain, under the line."""
+    head, _, rest = reason.partition(": ")
+    if head == "GPUs not counted" and rest:
+        return f"{head}: {rest.split(': ', 1)[0]}"
+    return head.split("; ", 1)[0]
 
 
 def record(item: Item, decision: Decision, options: Options | None = None) -> dict[str, Any]:
@@ -101,7 +150,8 @@ def text(item: Item, decision: Decision, options: Options | None = None) -> str:
     options = options or Options()
     head = f"{item.label}: {identity(item, options.namespace)}: "
     if not decision.matched:
-        return head + f"not matched ({decision.reason})"
+        line = head + f"not matched ({short_reason(decision.reason)})"
+        return line + (f"\n    {decision.reason}" if options.explainer is not None else "")
     s = decision.summary
     lines = []
     if decision.allowed:
@@ -185,7 +235,8 @@ class Output(Protocol):
 
     def add(self, item: Item, decision: Decision) -> None: ...
 
-    def problem(self, message: str, source: str | None) -> None: ...
+    def problem(self, message: str, source: str | None, line: int | None = None,
+                column: int | None = None) -> None: ...
 
     def close(self, summary: str) -> None: ...
 
@@ -201,7 +252,8 @@ class TextOutput:
             return
         self.out.write(text(item, decision, self.options) + "\n")
 
-    def problem(self, message: str, source: str | None) -> None:
+    def problem(self, message: str, source: str | None, line: int | None = None,
+                column: int | None = None) -> None:
         pass
 
     def close(self, summary: str) -> None:
@@ -226,7 +278,8 @@ class JsonOutput:
                        + to_json(self.element(item, decision, self.options)).replace("\n", "\n  "))
         self.count += 1
 
-    def problem(self, message: str, source: str | None) -> None:
+    def problem(self, message: str, source: str | None, line: int | None = None,
+                column: int | None = None) -> None:
         pass
 
     def close(self, summary: str) -> None:
@@ -251,8 +304,10 @@ class YamlOutput:
         self.out.write("# " + line.translate(_YAML_BREAKS) + "\n")
 
     def add(self, item: Item, decision: Decision) -> None:
-        if not decision.matched:
-            self._comment(text(item, decision, self.options))
+        if not decision.matched:  # the line, and with --explain the whole reason under it: a comment line each
+            self._comment(text(item, decision, replace(self.options, explainer=None)))
+            if self.options.explainer is not None:
+                self._comment(decision.reason)
         for line in explain_lines(item, decision, self.options):
             self._comment(line.strip())
         if not decision.allowed:
@@ -264,7 +319,8 @@ class YamlOutput:
         for companion in decision.companions:
             self.dumper.represent(companion)
 
-    def problem(self, message: str, source: str | None) -> None:
+    def problem(self, message: str, source: str | None, line: int | None = None,
+                column: int | None = None) -> None:
         pass
 
     def close(self, summary: str) -> None:

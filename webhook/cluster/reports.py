@@ -13,8 +13,9 @@ apiservers to hundreds of thousands of report objects). Results, one per workloa
 - a denial: ``fail``, severity ``high``; a warning: ``warn``, severity ``medium``; ``rule`` the rule
   id, ``category`` its concern, the fields and the fix in ``properties`` (a rule that fired at several
   fields, once per pod template say, is one result);
-- an admitted workload with no warning: one ``pass``. When an admitted workload lacks fields the policy
-  would set, ``properties.would-set`` names their concerns (audit lists the fields);
+- an admitted workload with no warning: one ``pass``; a note (a condition only the platform changes, told to
+  the platform once) is never a workload's ``warn``: ``properties.notes`` names its rules. When an admitted
+  workload lacks fields the policy would set, ``properties.would-set`` names their concerns (audit lists them);
 - every result names the workload in ``resources`` and the policy generation in ``properties``.
 
 Size is bounded, like Gatekeeper's ``--constraint-violations-limit`` (20 per constraint) and Kyverno's
@@ -90,8 +91,11 @@ def results_of(verdict: Verdict) -> list[dict[str, Any]]:
     base_properties = {"generation": d.generation}
     if verdict.changes and not d.denials:
         base_properties["would-set"] = ", ".join(sorted({c.concern for c in verdict.changes}))
+    if d.notes:  # the platform's conditions (Action.note): said, never a workload's warn or fail
+        base_properties["notes"] = ", ".join(dict.fromkeys(v.rule for v in d.notes))
+    acted = [v for v in d.violations if v.action is not Action.note]
     by_rule: dict[str, list] = {}
-    for violation in d.violations:
+    for violation in acted:
         by_rule.setdefault(violation.rule, []).append(violation)
     out = []
     for rule_id, violations in by_rule.items():
@@ -104,7 +108,7 @@ def results_of(verdict: Verdict) -> list[dict[str, Any]]:
         out.append({"policy": POLICY, "rule": rule_id, "category": rule_id.split(".", 1)[0],
                     "result": result, "severity": SEVERITY[result], "message": _text(message),
                     "properties": properties, "resources": [verdict.reference], "scored": True, "source": SOURCE})
-    if not d.violations:
+    if not acted:
         message = "admitted: no rule of the policy fires"
         if verdict.changes:
             message += (f"; the policy would also set {len(verdict.changes)} field"

@@ -21,6 +21,7 @@ from .concerns.gang import CLUSTER_SUPPORT, UNAVAILABLE
 from .concerns.topology import COLOCATION_RISK
 from .plan import colocation_method, plan_target
 from .rule import RuleId
+from .target import Target
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,11 @@ class PlatformNote:
 def platform_notes(policy: PolicySet, cluster: ClusterView | None = None) -> tuple[PlatformNote, ...]:
     """The conditions of ``cluster`` (its discovery; none: what ``auto`` assumes) under ``policy`` that the
     note rules tell workloads about. A rule the policy turns off is left out."""
-    target = plan_target(policy, cluster or NoCluster())
+    return target_notes(policy, plan_target(policy, cluster or NoCluster()))
+
+
+def target_notes(policy: PolicySet, target: Target) -> tuple[PlatformNote, ...]:
+    """The notes of ``target`` (the cluster ``engine.target.choose`` made of the policy and a discovery)."""
     found: list[tuple[RuleId, str]] = []
     if target.backend is None and target.unavailable:
         found.append((UNAVAILABLE, f"gang workloads run without a gang: {target.unavailable}; {target.remedy}"))

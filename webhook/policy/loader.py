@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from ..grammars.syntax import yaml_problem
 from .files import policy_files
 from .injected import injected_value_problems
 from .models import API_VERSION, DOCUMENT_KINDS, Metadata, Platform
@@ -97,10 +98,10 @@ def _documents(raw: bytes, display: str) -> list[tuple[int, object, object]]:
     try:
         return compose_documents(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark else None
-        raise PolicyError([PolicyProblem(display, None, "", f"not valid YAML: {exc}", line, unreadable=True,
-                                         fix="fix the YAML syntax at that line")]) from exc
+        problem = yaml_problem(exc)  # FILE:LINE:COL, not the parser's "<unicode string>"
+        raise PolicyError([PolicyProblem(display, None, "", f"not valid YAML: {problem.message}", problem.line,
+                                         unreadable=True, fix="fix the YAML syntax at that line",
+                                         column=problem.column)]) from exc
 
 
 # ---- what to change: the fix that goes with a schema error -------------------------------------------

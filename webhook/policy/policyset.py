@@ -18,6 +18,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from .compiled import CompiledRule, compile_rules
+from .references import reference_problems
 from .vocab import Action, Enforceable, GangBackend
 
 if TYPE_CHECKING:  # types only: a cached set holds plain records of these (cache), not pydantic models
@@ -236,13 +237,8 @@ class PolicySet:
                 if other not in self.platform.fabrics:
                     problems.append((platform_ref, ("spec", "fabrics", name, "yieldsTo", i), f"no fabric {other!r}",
                                      f"use one of: {', '.join(sorted(self.platform.fabrics))}"))
-        for name, pool in self.pools.items():
-            if pool.fabric is not None and pool.fabric not in self.platform.fabrics and pool.rdma is None:
-                problems.append((("Pool", name), ("spec", "fabric"),
-                                 f"no fabric {pool.fabric!r} in Platform.spec.fabrics and the pool has no rdma "
-                                 "resources to define it",
-                                 f"use one of: {', '.join(sorted(self.platform.fabrics))}, or give the pool rdma "
-                                 "resources"))
+        # pools' fabrics, tiers' classes, fabrics' device classes
+        problems.extend(reference_problems(self, platform_loaded=not unresolved.get("Platform")))
         default_tier = self.platform.defaults.priority
         if default_tier is not None and missing("PriorityTier", default_tier, self.tiers):
             problems.append((platform_ref, ("spec", "defaults", "priority"), f"no PriorityTier named {default_tier!r}",

@@ -19,6 +19,7 @@ class PolicyProblem:
     unreadable: bool = False  # the file could not be read or parsed at all (exit code 2 for lint)
     severity: str = "error"  # or "warning": reported by lint, does not stop the policy from loading
     fix: str = ""  # what to change
+    column: int | None = None  # 1-based, where a file stops parsing (``file:line:column``, as compilers print it)
 
     @property
     def is_error(self) -> bool:
@@ -27,7 +28,7 @@ class PolicyProblem:
     def __str__(self) -> str:
         where = self.file
         if self.line is not None:
-            where += f":{self.line}"
+            where += f":{self.line}" + (f":{self.column}" if self.column is not None else "")
         if self.document is not None:
             where += f" (document {self.document})"
         field = f" {self.field}:" if self.field else ""

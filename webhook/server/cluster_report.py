@@ -10,7 +10,9 @@ the elected reconciler runs, ``process_view.missing_reconciler``): a ``setting_u
 of ``/readyz`` (200: admissions stay safe, each affected one says what happens to it), the gauge
 ``trainadmit_policy_setting_unhonoured{setting}``, and a warning on every workload it affects
 (``gang.unavailable``, ``reconciler.missing``). Without a cluster view the startup line says what ``auto``
-assumes.
+assumes. The notes of the platform (``engine.platform``: what every gang workload is told and only the platform
+changes, such as no scheduler that holds a rack) are said the same way once: a ``platform_note`` log line at start
+and on change, and ``/readyz``'s ``cluster.notes``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..engine.clusterview import ClusterView, Discovered
+from ..engine.platform import PlatformNote, target_notes
 from ..engine.target import POD_GROUP, Target, choose
 from ..policy.vocab import GangBackend
 from .logs import emit
@@ -80,6 +83,9 @@ def detail(policy: PolicySet, cluster: ClusterView | None) -> dict[str, Any]:
     found = unhonoured(policy, target, cluster.reconciler() if cluster is not None else None)
     if found:
         body["unhonoured"] = [{"setting": u.setting, "message": u.message} for u in found]
+    notes = target_notes(policy, target)
+    if notes:
+        body["notes"] = [{"rule": n.rule, "message": n.message} for n in notes]
     if target.assumed:
         body["assumed"] = target.assumed
     return body
@@ -111,6 +117,7 @@ class Monitor:
         self._read_at: float | None = None
         self._summary: str | None = None
         self._said: dict[str, Unhonoured] = {}
+        self._noted: dict[str, PlatformNote] = {}
 
     def step(self) -> None:
         policy = self.policy()
@@ -139,6 +146,11 @@ class Monitor:
             if setting not in now_unhonoured:
                 emit("setting_honoured", setting=u.logged_as, message=f"honoured now (was: {u.message})")
         self._said = now_unhonoured
+        notes = {n.rule: n for n in target_notes(policy, target)}
+        for rule, n in notes.items():
+            if self._noted.get(rule) != n:
+                emit("platform_note", rule=rule, message=n.message)
+        self._noted = notes
 
     def run(self, stop: threading.Event, interval: float) -> None:
         while True:

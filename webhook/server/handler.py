@@ -114,10 +114,11 @@ def _answer(webhook: str, body: bytes, decisions: DecisionCache | None, cluster:
     elapsed = time.perf_counter() - started
     denied = tuple(dict.fromkeys(v.rule for v in decision.denials)) if decision else ()
     warned = tuple(dict.fromkeys(v.rule for v in decision.warnings)) if decision else ()
+    noted = list(dict.fromkeys(v.rule for v in decision.notes)) if decision else []
     records.append(record(
         "decision", uid=review.uid, webhook=webhook, kind=_kind(review), operation=review.operation,
         namespace=review.namespace, name=_name(review), dry_run=review.dry_run, allowed=outcome != "denied",
-        result=outcome, denied=list(denied), warned=list(warned),
+        result=outcome, denied=list(denied), warned=list(warned), noted=noted,
         generation=policy.generation if policy else None, latency_ms=round(elapsed * 1000, 3)))
     return Answer(200, result, webhook, tuple(records), _kind(review), review.operation, outcome, elapsed,
                   denied, warned, counts(webhook, outcome))
