@@ -11,8 +11,8 @@ from support.policies import BACKENDS, write_policy
 
 from trainadmit.engine import load_policy
 
-# the integration tier's control plane; every rule fires; what session fixtures start is theirs to stop
-pytest_plugins = ["support.kube_fixtures", "support.rule_coverage", "support.fixture_processes"]
+# the integration tier's control plane; every rule fires; what session fixtures start is theirs to stop; the tiers
+pytest_plugins = ["support.kube_fixtures", "support.rule_coverage", "support.fixture_processes", "support.tiers"]
 
 
 @pytest.fixture(scope="session", autouse=True)

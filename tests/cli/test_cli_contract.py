@@ -35,7 +35,8 @@ def program(*args: str, stdin: str | None = None, shell_suffix: str = "", timeou
 def many_jobs(tmp_path_factory):
     """Enough output (about 400 KB) that a reader which stops after one line closes the pipe mid-run."""
     directory = tmp_path_factory.mktemp("many")
-    (directory / "jobs.yaml").write_text(yaml.safe_dump_all(generated_jobs(600), sort_keys=False))
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml's: the same YAML, written 10x faster
+    (directory / "jobs.yaml").write_text(yaml.dump_all(generated_jobs(600), Dumper=dumper, sort_keys=False))
     return directory
 
 

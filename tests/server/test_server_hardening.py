@@ -28,7 +28,7 @@ READ_TIMEOUT = 3.0
 MiB = 1024 * 1024
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # a process: started once (the file's xdist group keeps it on one worker)
 def small(tmp_path_factory):
     srv = Server(POLICIES, issue_certs(tmp_path_factory.mktemp("hardening-certs")), workers=1,
                  extra=["--threads", "2", "--enable-noop"],  # the deadline from the environment, as limits.py says
