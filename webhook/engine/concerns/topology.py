@@ -8,6 +8,7 @@ Both are cheaper to refuse at submission than to discover after hours in a queue
 from __future__ import annotations
 
 import hashlib
+import json
 from math import ceil
 
 from ...policy.policyset import TOPOLOGY_GATE
@@ -20,7 +21,7 @@ from ..dra import pod_claims
 from ..fit import Limit
 from ..intent import gpu_request
 from ..paths import Path
-from ..plan import NoGang
+from ..plan import GATE, NoGang
 from ..reads import Reads
 from ..rule import Resize, rule
 from ..workloads import GroupedGangs, PodTemplate, Workload, capable
@@ -70,6 +71,8 @@ def mutate(ctx: Context) -> None:
                 ctx.satisfied("topology")
     elif colocation.method == "podAffinity":
         _pod_affinity(ctx, level.nodeLabel, source)
+    elif colocation.method == GATE:
+        _placement_gate(ctx, level.nodeLabel, source)
     elif colocation.unavailable:
         key = ctx.policy.keys.topology
         ctx.report(COLOCATION_UNAVAILABLE, f'metadata.annotations["{key}"]',
@@ -80,6 +83,42 @@ def mutate(ctx: Context) -> None:
         _kai(ctx, level.nodeLabel, source)
     elif colocation.by_gang:
         ctx.satisfied("topology")  # the gang concern writes the constraint with the gang
+
+
+def placement_key(ctx: Context) -> str:
+    """The name of the placement gate, and of the pod template annotation that describes the gang to the ungater."""
+    return f"{ctx.policy.platform.intentPrefix}/placement"
+
+
+def placement_value(ctx: Context, node_label: str) -> str:
+    """The template annotation of the placement gate (CONTRACTS §1): the gang (``<ns>/<workload>``; without a name
+    yet, "" and the ungater groups the Pods by their controller), the Pods it waits for, the level's node label
+    and name, the pool's node selector. Compact JSON with sorted pool keys: the same object gives the same text."""
+    r, w = ctx.resolved, ctx.workload
+    value = {"gang": f"{ctx.namespace}/{w.name}" if w.name else "", "size": r.gpu_pods, "key": node_label,
+             "level": r.level_name, "pool": dict(sorted((r.pool.nodeSelector if r.pool is not None else {}).items()))}
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _placement_gate(ctx: Context, node_label: str, source: Source) -> None:
+    """The placement gate on every GPU template: a scheduling gate of trainadmit's, and the annotation that tells the
+    ungater (``cluster.placement``) the gang, its size and the level, so that it writes one domain with room for the
+    whole gang into all of its Pods and lifts the gate from them together. Idempotent: a template that already
+    carries the gate and an annotation keeps both."""
+    key = placement_key(ctx)
+    value = placement_value(ctx, node_label)
+    for template in ctx.pool_templates:
+        path = (*template.meta_path, "annotations", key)
+        if ctx.patcher.get(path) is None:
+            ctx.inject(path, value, "topology", source)
+        else:
+            ctx.satisfied("topology")
+        gates = (*template.spec_path, "schedulingGates")
+        present = ctx.patcher.get(gates) or []
+        if any(isinstance(g, dict) and g.get("name") == key for g in present):
+            ctx.satisfied("topology")
+        else:
+            ctx.inject_extend(gates, [({"name": key}, source)], "topology")
 
 
 def _kai(ctx: Context, node_label: str, source: Source) -> None:
@@ -254,4 +293,4 @@ def _larger_level(ctx: Context, view: Workload, pool, domain: int) -> str:
 CONCERN = Concern("topology", rules=(WHOLE_NODE, SINGLE_NODE_FIT, DOMAIN_FIT, COLOCATION_UNAVAILABLE, COLOCATION_RISK),
                   mutate=mutate, validate=validate, limits=limits,
                   reads=Reads(metadata=("labels", "annotations", "name"), annotations=TOPOLOGY_REQUESTS,
-                              pod=("affinity", "resourceClaims"), container=("resources",)))
+                              pod=("affinity", "resourceClaims", "schedulingGates"), container=("resources",)))
