@@ -32,10 +32,6 @@ CONTRACT_METRICS: dict[str, tuple[str, tuple[str, ...]]] = {
     "trainadmit_reconciler_writes_total": ("counter", ("kind", "verb", "result")),
     "trainadmit_reconciler_event_lag_seconds": ("histogram", ()),
     "trainadmit_reconciler_pass_seconds": ("histogram", ()),
-    "trainadmit_placement_gangs_released_total": ("counter", ("release",)),
-    "trainadmit_placement_gangs_waiting": ("gauge", ("reason",)),
-    "trainadmit_placement_longest_wait_seconds": ("gauge", ()),
-    "trainadmit_placement_wait_seconds": ("histogram", ()),
 }
 # the kube-apiserver's metrics of its calls to admission webhooks (k8s.io/apiserver pkg/admission/metrics), the
 # only view of a webhook that cannot be reached: name -> (type, labels); the integration tier reads them from a
