@@ -60,7 +60,10 @@ PHASE = "native-podgroup"  # 1.36 with GenericWorkload: schedulingGroup and a Po
 # the families only the Lease-elected loops (--reconcile) observe: a server without them exports none of their
 # series; the code registers them (tests/project/test_monitoring.py), and CONTRACTS.md §3's are the reconciler's
 ELECTED_ONLY = {"trainadmit_preflight_failures_total", "trainadmit_preflight_ready_seconds",
-                "trainadmit_report_violations", *CONTRACT_METRICS}
+                "trainadmit_report_violations", *CONTRACT_METRICS,
+                # the placement gate's ungater (cluster.placement_metrics)
+                "trainadmit_placement_gangs_released_total", "trainadmit_placement_gangs_waiting",
+                "trainadmit_placement_longest_wait_seconds", "trainadmit_placement_wait_seconds"}
 
 
 @dataclass
@@ -157,9 +160,9 @@ def test_a_server_without_its_reconciler_says_so_four_ways(day_two, tmp_path):
         assert created.returncode == 0, created.stderr
         warnings = [x for x in created.stderr.splitlines() if x.startswith("Warning: trainadmit [reconciler.missing]")]
         assert len(warnings) == 1, created.stderr  # both webhooks said it: kubectl shows it once
-        assert ("its PodGroup bert-no-reconciler-gang (scheduling.k8s.io/v1alpha2) comes from trainadmit's reconciler, "
-                "and none runs (serve runs without --reconcile): admitted, its 2 Pods wait Pending until one runs"
-                in warnings[0])
+        assert ("its PodGroup bert-no-reconciler-gang (scheduling.k8s.io/v1alpha2) and the release of its Pods' "
+                "scheduling gate trainadmit.io/placement come from trainadmit's reconciler, and none runs (serve runs "
+                "without --reconcile): admitted, its 2 Pods wait Pending until one runs" in warnings[0]), warnings[0]
         assert "trainadmit serve --reconcile" in warnings[0]
         stored = day_two.http.get("batch/v1", "Job", bert["metadata"]["name"], NS)
         assert stored["spec"]["template"]["spec"]["schedulingGroup"] == {"podGroupName": "bert-no-reconciler-gang"}

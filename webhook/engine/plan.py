@@ -96,7 +96,9 @@ class Colocation:
     """How the workers are kept in one domain of the requested level, when there is anything to colocate
     (``method`` None: no level, or at most one GPU Pod). ``native``: the native gang's topology constraint,
     which the gang concern writes with the gang (``by_gang``); ``kueue``: Kueue's TAS annotation;
-    ``podAffinity``: required pod affinity to the workload's own Pods; ``none``: nothing colocates them.
+    ``gate``: the placement gate, lifted by the elected reconciler once one domain has room for the whole gang
+    (``cluster.placement``); ``podAffinity``: required pod affinity to the workload's own Pods; ``none``: nothing
+    colocates them.
     ``unavailable`` says why the chosen method cannot be used for this workload."""
 
     level_name: str | None = None

@@ -41,16 +41,20 @@ COLOCATION_RISK = rule(
             "when that domain has no room for all the workers, a native gang is never bound although another domain "
             "fits it, and without a gang the workers that fit start and hold their GPUs while the rest wait. So "
             "without a scheduler that places a gang per domain (the native gang with TopologyAwareWorkloadScheduling, "
-            "Kueue's topology-aware scheduling, KAI with a Topology) trainadmit adds no colocation and the workers may "
-            "span domains; the platform team fixes it (Platform.spec.featureGates, the gang backend), a workload "
-            "only chooses to accept it (topology: any)")
+            "Kueue's topology-aware scheduling, KAI with a Topology) trainadmit gates the gang's Pods "
+            "(trainadmit.io/placement) and its elected reconciler writes one domain with room for all of them "
+            "before lifting the gate; the note is left for what nothing can hold in one domain (required pod "
+            "affinity the platform chose or a Volcano/coscheduling backend keeps, a kind whose groups gang apart, an "
+            "elastic job): the platform team fixes it (Platform.spec.featureGates, the gang backend), a workload only "
+            "chooses to accept it (topology: any)")
 
 
 def mutate(ctx: Context) -> None:
     """Colocate the workers at the requested level, with the mechanism the plan chose
     (``plan.plan_colocation``): the native gang's topology constraint (written by the gang concern with the
-    gang), Kueue's TAS annotation, or a required pod affinity on the level's node label with the workload's
-    own pods; warn where the method cannot guarantee the outcome (see :func:`_report_risk`)."""
+    gang), Kueue's TAS annotation, the placement gate (:func:`_placement_gate`), or a required pod affinity on the
+    level's node label with the workload's own pods; warn where the method cannot guarantee the outcome (see
+    :func:`_report_risk`)."""
     r, colocation = ctx.resolved, ctx.plan.colocation
     level = colocation.level
     if colocation.left_to:
