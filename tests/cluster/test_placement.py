@@ -5,9 +5,13 @@ worked out by hand)."""
 from __future__ import annotations
 
 import json
+import threading
+import time
+
+from support.controlplane import wait_until
 
 from trainadmit.cluster.index import NodeFacts
-from trainadmit.cluster.placement import Ledger, fits, plan, release_patch
+from trainadmit.cluster.placement import Ledger, RenewedLease, fits, plan, release_patch, run
 from trainadmit.cluster.pod_store import PodFacts, PodStore, pod_requests
 
 GATE = "trainadmit.io/placement"
@@ -160,3 +164,33 @@ def test_the_store_keeps_only_what_placement_reads_and_wakes_on_changes():
     store.changed.clear()
     store.apply("nodes", "MODIFIED", {"metadata": {"name": "a0", "labels": {}}})  # a heartbeat
     assert not store.changed.is_set()
+
+
+def test_the_loop_runs_a_pass_on_each_change_and_the_lease_is_asked_once_per_renewal():
+    """Event-driven: with a renewal period of 30 s, a change of the store runs the next pass at once."""
+    store, stop, calls = PodStore(GATE, DOMAIN), threading.Event(), []
+
+    def step() -> None:
+        calls.append(time.monotonic())
+        if len(calls) == 2:
+            stop.set()
+
+    loop = threading.Thread(target=run, args=(step, store, stop, 30.0, 0.0))
+    loop.start()
+    wait_until(lambda: len(calls) == 1, timeout=5, what="the first pass")
+    store.changed.set()
+    loop.join(5)
+    assert not loop.is_alive() and len(calls) == 2 and calls[1] - calls[0] < 5
+
+    class Lease:
+        asked = 0
+
+        def hold(self) -> bool:
+            self.asked += 1
+            return True
+
+    now = [0.0]
+    lease = RenewedLease(Lease(), renew=5.0, clock=lambda: now[0])
+    assert all(lease.hold() for _ in range(10)) and lease.lease.asked == 1
+    now[0] = 6.0
+    assert lease.hold() and lease.lease.asked == 2

@@ -321,7 +321,6 @@ class Ungater:
 
         if not self.store.synced:
             return []
-        self.store.changed.clear()
         pods, nodes = self.store.snapshot()
         releases, waits = plan(pods, nodes, self.ledger, self.clock())
         out = []
@@ -410,11 +409,13 @@ class RenewedLease:
 def run(loop_step: Callable[[], None], store: PodStore, stop: threading.Event, renew: float = 5.0,
         batch: float = 0.02) -> None:
     """Run ``loop_step`` whenever the store changed (after ``batch`` seconds, so that the Pods of one Job created
-    together are seen in one pass), and at least every ``renew`` seconds (the Lease's renewal)."""
+    together are seen in one pass), and at least every ``renew`` seconds (the Lease's renewal). The change is taken
+    before the pass reads the store, so none is lost, and a replica that does not lead never spins on it."""
     while not stop.is_set():
         loop_step()
-        if store.changed.wait(renew) and not stop.is_set():
+        if not stop.is_set() and store.changed.wait(renew) and not stop.is_set():
             stop.wait(batch)
+            store.changed.clear()
 
 
 __all__ = ["GangSpec", "Ledger", "Release", "RenewedLease", "Ungater", "Wait", "choose", "fits", "plan",
