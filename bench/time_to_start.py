@@ -141,7 +141,7 @@ def bound(cp, name: str) -> int:
     return sum(1 for p in pods if p["spec"].get("nodeName"))
 
 
-def one_round(cp, name: str, docs: list[dict], timeout: float = 120.0) -> tuple[float, float]:
+def one_round(cp, name: str, docs: list[dict], timeout: float = 120.0, podgroups: bool = True) -> tuple[float, float]:
     """Seconds from ``kubectl create`` to the last binding, and to the PodGroup's existence."""
     text = yaml.safe_dump_all(docs)
     t0 = time.monotonic()
@@ -150,7 +150,7 @@ def one_round(cp, name: str, docs: list[dict], timeout: float = 120.0) -> tuple[
         raise SystemExit(f"kubectl create failed: {done.stderr}")
     podgroup = None
     while bound(cp, name) < WORKERS:
-        if podgroup is None and cp.http.get_or_none("scheduling.k8s.io/v1alpha2", "PodGroup", f"{name}-gang",
+        if podgroups and podgroup is None and cp.http.get_or_none("scheduling.k8s.io/v1alpha2", "PodGroup", f"{name}-gang",
                                                     NAMESPACE) is not None:
             podgroup = time.monotonic() - t0
         if time.monotonic() - t0 > timeout:
@@ -160,12 +160,13 @@ def one_round(cp, name: str, docs: list[dict], timeout: float = 120.0) -> tuple[
     return total, total if podgroup is None else podgroup
 
 
-def clean(cp, name: str) -> None:
+def clean(cp, name: str, podgroups: bool = True) -> None:
     http = cp.http
     http.delete({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": NAMESPACE}},
                 propagation="Background")
-    http.delete({"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
-                 "metadata": {"name": f"{name}-gang", "namespace": NAMESPACE}})
+    if podgroups:
+        http.delete({"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+                     "metadata": {"name": f"{name}-gang", "namespace": NAMESPACE}})
     cp.force_delete_pods(NAMESPACE, f"{JOB_NAME_LABEL}={name}")
     wait_until(lambda: not http.list("v1", "Pod", NAMESPACE, labelSelector=f"{JOB_NAME_LABEL}={name}")["items"],
                timeout=120, what=f"{name}'s Pods gone")
@@ -226,12 +227,12 @@ def main() -> None:
                             job = gpu_job(name, NAMESPACE, WORKERS, annotations={"trainadmit.io/topology": "rack"})
                             docs = [job] if mode == "trainadmit" else (
                                 hand_placed(policy, job, "n0-a") if stock else hand_configured(policy, job))
-                            seconds, podgroup = one_round(cp, name, docs)
+                            seconds, podgroup = one_round(cp, name, docs, podgroups=not stock)
                             results.setdefault((size, mode), []).append(seconds)
                             podgroups.setdefault((size, mode), []).append(podgroup)
                             print(f"{size:>5} nodes  {mode:<10} round {r + 1}: {seconds:.2f} s (PodGroup there "
                                   f"after {podgroup:.2f} s)", flush=True)
-                            clean(cp, name)
+                            clean(cp, name, podgroups=not stock)
                 print(f"\n{'nodes':>5}  {'mode':<10} {'median s':>8}  {'min':>5}  {'max':>5}  {'PodGroup s':>10}"
                       "   trainadmit : hand")
                 for size in sizes:

@@ -30,6 +30,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from ..cluster.index import NodeFacts
@@ -311,6 +312,7 @@ class Ungater:
     ledger: Ledger = field(default_factory=Ledger)
     said: dict[str, str] = field(default_factory=dict)  # gang -> the wait message last said in Events
     clock: Callable[[], float] = time.time
+    parallel: int = 4
 
     @property
     def domain_key(self) -> str:
@@ -325,7 +327,7 @@ class Ungater:
         releases, waits = plan(pods, nodes, self.ledger, self.clock())
         out = []
         for r in releases:
-            done = sum(self._release(p, r) for p in r.pods)
+            done = self._release_all(r)
             if done:
                 metrics.RELEASED.labels(r.how).inc()
                 if r.how == "placed":
@@ -345,6 +347,14 @@ class Ungater:
         now = self.clock()
         metrics.LONGEST.set(max((now - w.since for w in waits), default=0.0))
         return out
+
+    def _release_all(self, r: Release) -> int:
+        """The Pods of one release, ``parallel`` patches at a time (the client's connection pool holds 4): the gang's
+        last Pod is released a few round trips after its first, not one round trip per Pod."""
+        if len(r.pods) <= 1 or self.parallel <= 1:
+            return sum(self._release(p, r) for p in r.pods)
+        with ThreadPoolExecutor(max_workers=min(self.parallel, len(r.pods)), thread_name_prefix="placement") as pool:
+            return sum(pool.map(lambda p: self._release(p, r), r.pods))
 
     def _release(self, pod: PodFacts, r: Release) -> int:
         from kubernetes.client.exceptions import ApiException
