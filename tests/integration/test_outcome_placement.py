@@ -18,9 +18,10 @@ import os
 import time
 
 import pytest
-from support.controlplane import ClusterFeatures, SchedulingControlPlane, wait_until
+from support.controlplane import ClusterFeatures, SchedulingControlPlane, load_manifests, wait_until
 from support.kube_fixtures import (
     ASSETS_ENV,
+    DEPLOY,
     OUTCOME_SKIP_REASON,
     SKIP_REASON,
     install_deploy_objects,
@@ -51,6 +52,9 @@ RACK_LABEL = "topology.kubernetes.io/rack"
 GATE = "trainadmit.io/placement"
 STOCK = ClusterFeatures("stock")  # no feature gates, no extra APIs: Kubernetes 1.36.2 as it ships
 PHASES: dict[str, dict] = {"bundled": {}}  # policies/ as shipped
+# the ValidatingAdmissionPolicy that limits what the server's account may change in a Pod (CONTRACTS §1, written by
+# another change): installed as deploy/ installs it once it exists, so that every release here passes through it
+FENCE = DEPLOY / "fence-pods.yaml"
 
 
 @pytest.fixture(scope="module")
@@ -63,6 +67,8 @@ def stock(tmp_path_factory):
     cp.start()
     try:
         install_deploy_objects(cp)
+        if FENCE.exists():
+            cp.apply(load_manifests(FENCE))
         hook, configs = start_trainadmit(cp, tmp_path_factory.mktemp("trainadmit-placement"), PHASES, "bundled",
                                          ("--reconcile",))
         try:
@@ -114,6 +120,20 @@ def test_a_gang_starts_whole_in_the_rack_that_fits_although_the_scheduler_prefer
             assert pod["spec"]["nodeSelector"][RACK_LABEL] == s.node("a")
             assert pod["metadata"]["annotations"][f"{GATE}-domain"] == s.node("a")
             assert not pod["spec"].get("schedulingGates")
+
+
+def test_the_release_passes_the_fence_of_the_servers_pod_writes(stock):
+    """With deploy/'s fence installed (the server's account may only lift its gate, add node selector keys and set
+    its domain annotation), the ungater still releases a gang whole into one rack."""
+    if not FENCE.exists():
+        pytest.skip(f"{FENCE.relative_to(DEPLOY.parent.parent)} is not in this tree yet")
+    cp, hook = stock
+    assert cp.http.get_or_none("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy",
+                               "trainadmit-fence-pods") is not None
+    with scene(cp, hook, "bundled", FITS, "pfence") as s:
+        assert submit(cp, _job(s, "train")).admitted
+        v = all_bound(s.http, s.namespace, f"{JOB_NAME_LABEL}=train", WORKERS)
+        assert _racks(s, v.bound.values()) == {s.node("a")}
 
 
 def test_no_pod_starts_while_no_rack_has_room_and_all_in_one_rack_once_one_has(stock):
