@@ -14,6 +14,10 @@ machine noise hits them alike:
 - ``hand``: no webhook configuration; the same Job as trainadmit would make it, written by hand, and
   its PodGroup, in one ``kubectl create``.
 
+``--cluster stock``: a stock 1.36.2 control plane (no feature gates: no gang scheduler) with the bundled policies as
+shipped, where trainadmit holds the rack with its placement gate (the ungater of ``serve --reconcile`` releases all 16
+Pods into one rack); by hand, the same Job with the rack written into its node selector and no gate.
+
 Each round times ``kubectl create`` to the 16th binding (polling the Pods every 20 ms; also when the
 PodGroup first exists: by hand it comes with the Job, from trainadmit on the reconciler's pass), then deletes
 the Job, its PodGroup and Pods (force: no kubelet) and waits until their GPUs are free. Reported per
@@ -38,7 +42,13 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the tier's harness
 
-from support.controlplane import KubeError, SchedulingControlPlane, scheduling_assets_from_env, wait_until  # noqa: E402
+from support.controlplane import (  # noqa: E402
+    ClusterFeatures,
+    KubeError,
+    SchedulingControlPlane,
+    scheduling_assets_from_env,
+    wait_until,
+)
 from support.kube_fixtures import (  # noqa: E402
     GANG_FEATURES,
     OUTCOME_PHASES,
@@ -61,6 +71,24 @@ PHASE = "topology-constraint"
 QUOTA = {"apiVersion": "trainadmit.io/v1alpha1", "kind": "Quota", "metadata": {"name": "bench"},
          "spec": {"namespaces": [NAMESPACE], "maxGPUsPerJob": 128, "maxWorkersPerJob": 16}}
 PREFIX = "trainadmit.io/"
+
+
+RACK_LABEL = "topology.kubernetes.io/rack"
+GATE = PREFIX + "placement"
+STOCK_PHASES: dict[str, dict] = {"bundled": {}}  # policies/ as shipped
+
+
+def hand_placed(policy, job: dict, rack: str) -> list[dict]:
+    """Stock cluster, by hand: the Job as trainadmit would make it, but with the rack a user who knew the free one
+    would write into its node selector, no placement gate, no gang (the cluster has none) and no bookkeeping."""
+    [mutated] = [d for d in hand_configured(policy, job) if d.get("kind") == "Job"]
+    spec = mutated["spec"]["template"]["spec"]
+    spec.pop("schedulingGroup", None)
+    spec["schedulingGates"] = [g for g in spec.get("schedulingGates") or [] if g.get("name") != GATE] or None
+    if spec["schedulingGates"] is None:
+        del spec["schedulingGates"]
+    spec.setdefault("nodeSelector", {})[RACK_LABEL] = rack
+    return [mutated]
 
 
 def hand_configured(policy, job: dict) -> list[dict]:
@@ -113,7 +141,7 @@ def bound(cp, name: str) -> int:
     return sum(1 for p in pods if p["spec"].get("nodeName"))
 
 
-def one_round(cp, name: str, docs: list[dict], timeout: float = 120.0) -> tuple[float, float]:
+def one_round(cp, name: str, docs: list[dict], timeout: float = 120.0, podgroups: bool = True) -> tuple[float, float]:
     """Seconds from ``kubectl create`` to the last binding, and to the PodGroup's existence."""
     text = yaml.safe_dump_all(docs)
     t0 = time.monotonic()
@@ -122,7 +150,7 @@ def one_round(cp, name: str, docs: list[dict], timeout: float = 120.0) -> tuple[
         raise SystemExit(f"kubectl create failed: {done.stderr}")
     podgroup = None
     while bound(cp, name) < WORKERS:
-        if podgroup is None and cp.http.get_or_none("scheduling.k8s.io/v1alpha2", "PodGroup", f"{name}-gang",
+        if podgroups and podgroup is None and cp.http.get_or_none("scheduling.k8s.io/v1alpha2", "PodGroup", f"{name}-gang",
                                                     NAMESPACE) is not None:
             podgroup = time.monotonic() - t0
         if time.monotonic() - t0 > timeout:
@@ -132,12 +160,13 @@ def one_round(cp, name: str, docs: list[dict], timeout: float = 120.0) -> tuple[
     return total, total if podgroup is None else podgroup
 
 
-def clean(cp, name: str) -> None:
+def clean(cp, name: str, podgroups: bool = True) -> None:
     http = cp.http
     http.delete({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": NAMESPACE}},
                 propagation="Background")
-    http.delete({"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
-                 "metadata": {"name": f"{name}-gang", "namespace": NAMESPACE}})
+    if podgroups:
+        http.delete({"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+                     "metadata": {"name": f"{name}-gang", "namespace": NAMESPACE}})
     cp.force_delete_pods(NAMESPACE, f"{JOB_NAME_LABEL}={name}")
     wait_until(lambda: not http.list("v1", "Pod", NAMESPACE, labelSelector=f"{JOB_NAME_LABEL}={name}")["items"],
                timeout=120, what=f"{name}'s Pods gone")
@@ -159,23 +188,29 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--sizes", default="64,1000", help="cluster sizes in nodes, ascending")
+    ap.add_argument("--cluster", choices=("gang", "stock"), default="gang",
+                    help="gang: native gang scheduling and the PodGroup's topology constraint (default); stock: no "
+                         "feature gates, the bundled policies, trainadmit's placement gate")
     args = ap.parse_args()
+    stock = args.cluster == "stock"
+    features, phases, phase = (ClusterFeatures("stock"), STOCK_PHASES, "bundled") if stock else \
+        (GANG_FEATURES, OUTCOME_PHASES, PHASE)
     if scheduling_assets_from_env() is None:
         raise SystemExit("set KUBEBUILDER_ASSETS to a folder with kube-apiserver, etcd, kube-scheduler and "
                          "kube-controller-manager")
     sizes = [int(s) for s in args.sizes.split(",")]
-    print(f"# {platform.node()} {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; {args.rounds} rounds per mode")
+    print(f"# {platform.node()} {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; {args.rounds} rounds per mode; "
+          f"cluster {args.cluster}")
     with tempfile.TemporaryDirectory(prefix="time-to-start-") as tmp:
-        cp = SchedulingControlPlane(features=GANG_FEATURES)
+        cp = SchedulingControlPlane(features=features)
         cp.start()
         try:
             install_deploy_objects(cp)
-            hook, configs = start_trainadmit(cp, Path(tmp), OUTCOME_PHASES, PHASE, ("--reconcile",), [QUOTA],
-                                             workers=2)
+            hook, configs = start_trainadmit(cp, Path(tmp), phases, phase, ("--reconcile",), [QUOTA], workers=2)
             cp.ensure_namespace(NAMESPACE)
             modes = Modes(cp, hook, configs)
             try:
-                policy = hook.use(PHASE)
+                policy = hook.use(phase)
                 pool = policy.pools["h100-ib"]
                 have = 0
                 results: dict[tuple[int, str], list[float]] = {}
@@ -190,13 +225,14 @@ def main() -> None:
                             n += 1
                             name = f"tts{n}"
                             job = gpu_job(name, NAMESPACE, WORKERS, annotations={"trainadmit.io/topology": "rack"})
-                            docs = [job] if mode == "trainadmit" else hand_configured(policy, job)
-                            seconds, podgroup = one_round(cp, name, docs)
+                            docs = [job] if mode == "trainadmit" else (
+                                hand_placed(policy, job, "n0-a") if stock else hand_configured(policy, job))
+                            seconds, podgroup = one_round(cp, name, docs, podgroups=not stock)
                             results.setdefault((size, mode), []).append(seconds)
                             podgroups.setdefault((size, mode), []).append(podgroup)
                             print(f"{size:>5} nodes  {mode:<10} round {r + 1}: {seconds:.2f} s (PodGroup there "
                                   f"after {podgroup:.2f} s)", flush=True)
-                            clean(cp, name)
+                            clean(cp, name, podgroups=not stock)
                 print(f"\n{'nodes':>5}  {'mode':<10} {'median s':>8}  {'min':>5}  {'max':>5}  {'PodGroup s':>10}"
                       "   trainadmit : hand")
                 for size in sizes:

@@ -52,9 +52,7 @@ def test_sarif_validates_and_places_each_violation_on_the_line_of_its_field(sari
     assert sorted(located(report)) == sorted([
         ("topology.whole-node", "error", pytorch, 21),  # Master's limits: nvidia.com/gpu: 1
         ("topology.whole-node", "error", pytorch, 36),  # Worker's
-        # the bundled policy declares no TopologyAwareWorkloadScheduling: its workers may span racks, a note (the
-        # platform's; the annotation it names is missing: its deepest existing part, metadata:)
-        ("topology.colocation-risk", "note", pytorch, 3),
+        # (the bundled policy declares no TopologyAwareWorkloadScheduling: the placement gate holds the rack, no note)
         ("topology.whole-node", "error", sakkara, 27),  # limits: nvidia.com/gpu: "1"
         ("gang.foreign-backend", "warning", sakkara, 11),  # sakkara.group.name: "group-a"
         ("custom.memory-per-gpu", "warning", sakkara, 14),  # containers:
@@ -75,8 +73,8 @@ def test_sarif_lines_of_list_items_and_admission_reviews(sarif_schema, tmp_path)
     listed.write_text("apiVersion: v1\nkind: List\nitems:\n  -\n" + items + "\n")
     code, report = sarif(str(listed))
     assert code == 1 and not list(sarif_schema.iter_errors(report))
-    # four lines of List head (the colocation warning's metadata: too)
-    assert sorted(line for *_, line in located(report)) == [3 + 4, 21 + 4, 36 + 4]
+    # four lines of List head
+    assert sorted(line for *_, line in located(report)) == [21 + 4, 36 + 4]
 
 
 def test_unreadable_input_is_a_failed_invocation_in_sarif(sarif_schema, tmp_path):
@@ -89,7 +87,7 @@ def test_unreadable_input_is_a_failed_invocation_in_sarif(sarif_schema, tmp_path
     [note] = invocation["toolExecutionNotifications"]
     assert "bad.yaml:2:11: not valid YAML" in note["message"]["text"] and note["level"] == "error"
     assert note["locations"][0]["physicalLocation"]["region"] == {"startLine": 2, "startColumn": 11}
-    assert len(report["runs"][0]["results"]) == 3  # the readable file is still checked
+    assert len(report["runs"][0]["results"]) == 2  # the readable file is still checked
 
 
 def junit(*args: str) -> tuple[int, ET.Element]:

@@ -68,28 +68,27 @@ def test_text_output_per_workload_and_namespace(stored_lists):
     assert result.returncode == 1, result.stderr  # one is denied
     out = result.stdout
     assert "Job team-nlp/llama-admitted: COMPLIANT" in out
-    assert "Job team-nlp/llama-unconfigured: WOULD CHANGE (25 fields: gang, hardware, nccl, placement, preflight, " \
-           "priority, rdma, storage)" in out
+    assert "Job team-nlp/llama-unconfigured: WOULD CHANGE (27 fields: gang, hardware, nccl, placement, preflight, " \
+           "priority, rdma, storage, topology)" in out
     # the --explain style: each field, the value it would get, the policy setting behind it
     assert '+ spec.template.spec.priorityClassName = "training-high"  <- PriorityTier high: spec.className' in out
     assert "+ spec.template.spec.containers[0].env[0] = " in out and "<- Pool h100-ib: spec.nccl.env.NCCL_IB_HCA" in out
     assert "Job default/partial-nodes: DENIED (1 problem)" in out
     assert "✗ [topology.whole-node] spec.template.spec.containers[0].resources.limits[\"nvidia.com/gpu\"]" in out
     # the bundled policy declares no TopologyAwareWorkloadScheduling (discovery cannot see a scheduler's gates):
-    # each rack-colocated Job is told its workers may span racks (a note: the platform's); the one created without
-    # admission is warned that it runs without what it lacks; nothing else warns
+    # the placement gate holds each rack-colocated Job in one rack (no note); the one created without admission is
+    # warned that it runs without what it lacks (the gate among it); nothing else warns
     assert {line.split("]")[0] for line in out.splitlines() if "! warning [" in line} == {
         "  ! warning [final.not-admitted"}
     assert ("! warning [final.not-admitted] metadata: it was not admitted through trainadmit's webhooks (created "
-            "while they were away, or skipped): it lacks 25 fields the policy sets (gang, placement, hardware, rdma, "
-            "nccl, storage, preflight, priority) and runs without them") in out
-    assert {line.split("]")[0] for line in out.splitlines() if line.startswith("  note [")} == {
-        "  note [topology.colocation-risk"}
+            "while they were away, or skipped): it lacks 27 fields the policy sets (gang, placement, hardware, "
+            "topology, rdma, nccl, storage, preflight, priority) and runs without them") in out
+    assert not [line for line in out.splitlines() if line.startswith("  note [")]
     assert "a3-w-0" not in out  # a child
     assert ("namespace team-nlp: 2 workloads: 0 denied, 1 would change, 1 compliant; nvidia.com/gpu: 64 held by 2 "
             "of its budget 64 (Quota team-nlp)") in out  # the child holds nothing of its own
     assert ("namespace default: 1 workload: 1 denied, 0 would change, 0 compliant; nvidia.com/gpu: 24 held by 1; "
-            "rules: topology.colocation-risk (1), topology.whole-node (1)") in out
+            "rules: topology.whole-node (1)") in out
     assert out.rstrip().endswith("3 workloads: 1 denied, 1 would change, 1 compliant; 1 object not judged "
                                  "(children of a judged workload, not GPU workloads, exempt) (policy generation "
                                  f"{load_policy(POLICIES).generation})")
@@ -130,7 +129,7 @@ def test_json_output_is_one_document_with_namespaces_and_summary(stored_lists):
     assert [w["status"] for w in doc["workloads"]] == ["compliant", "changes", "denied"]
     unconfigured = doc["workloads"][1]
     assert {c["concern"] for c in unconfigured["changes"]} == {"gang", "hardware", "nccl", "placement", "preflight",
-                                                                "priority", "rdma", "storage"}
+                                                                "priority", "rdma", "storage", "topology"}
     priority = next(c for c in unconfigured["changes"] if c["concern"] == "priority")
     assert priority == {"path": "spec.template.spec.priorityClassName", "value": "training-high", "stored": None,
                         "concern": "priority", "source": "PriorityTier high: spec.className"}
@@ -149,15 +148,12 @@ def test_report_output_is_what_the_reconciler_writes(stored_lists, api, flag):
     assert set(reports) == {"default", "team-nlp"}
     for report in reports.values():
         assert report["apiVersion"] == api and problems(report) == []
-    # the three rack-colocated Jobs are told topology.colocation-risk (no TopologyAwareWorkloadScheduling
-    # declared): a note, the platform's to change, which a report names but never counts as a warn; the one created
-    # without admission warns what it lacks
+    # no TopologyAwareWorkloadScheduling declared: the placement gate holds the rack, nothing is risked (no
+    # topology.colocation-risk); the one created without admission warns what it lacks
     assert reports["default"]["summary"] == {"pass": 0, "fail": 1, "warn": 0, "error": 0, "skip": 0}
     assert reports["team-nlp"]["summary"] == {"pass": 1, "fail": 0, "warn": 1, "error": 0, "skip": 0}
-    assert {(r["resources"][0]["name"], r.get("rule"), r["result"]) for r in reports["team-nlp"]["results"]} == {
-        ("llama-admitted", None, "pass"), ("llama-unconfigured", "final.not-admitted", "warn")}
-    admitted = next(r for r in reports["team-nlp"]["results"] if r["result"] == "pass")
-    assert admitted["properties"]["notes"] == "topology.colocation-risk"
+    assert {(r["resources"][0]["name"], r.get("rule"), r["result"]) for r in reports["team-nlp"]["results"]
+            if r["result"] != "pass"} == {("llama-unconfigured", "final.not-admitted", "warn")}
 
 
 def test_a_budget_is_judged_in_creation_order_and_check_counts_every_other(tmp_path):

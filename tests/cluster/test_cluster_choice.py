@@ -152,7 +152,8 @@ def test_the_bundled_default_with_the_workload_api_gets_the_native_gang_of_that_
     warned = {v.rule: v.message for v in d.notes}  # the platform's: notes
     # discovery cannot see the scheduler's gates: enforcement on 1.36 needs GangScheduling, said until declared
     assert "GangScheduling" in warned["gang.cluster-support"]
-    assert "TopologyAwareWorkloadScheduling" in warned["topology.colocation-risk"]
+    assert "topology.colocation-risk" not in warned  # the placement gate holds the rack instead
+    assert d.mutated["spec"]["template"]["spec"]["schedulingGates"] == [{"name": "trainadmit.io/placement"}]
     # the cluster view answered what the gang needs (the snapshot has no lists of the objects the Job names)
     assert not [u for u in d.unverified if "gang backend" in u or u.startswith("API ")], d.unverified
 

@@ -10,6 +10,7 @@ H100 nodes in one rack.
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 import yaml
@@ -50,16 +51,27 @@ def test_with_the_topology_gate_the_podgroup_carries_the_constraint_and_nothing_
     assert d.companions[0]["spec"]["schedulingConstraints"] == {"topology": [{"key": "topology.kubernetes.io/rack"}]}
 
 
-def test_without_the_topology_gate_a_native_gang_gets_no_pod_affinity_and_a_note_saying_why(tmp_path):
+def test_without_the_topology_gate_the_pods_get_the_placement_gate_and_nothing_is_risked(tmp_path):
+    """No pod affinity, no note: the gate and the template annotation the ungater reads (docs/scheduling.md); the same
+    decision on the stored object changes nothing (idempotent)."""
     d, affinity, warnings = _decide(tmp_path, {"kubernetesVersion": "1.36", "featureGates": GATES_136,
                                                **BACKENDS["native-podgroup"]})
-    assert affinity is None and "schedulingConstraints" not in d.companions[0]["spec"]
-    risk = warnings["topology.colocation-risk"]
-    assert risk.path == 'metadata.annotations["trainadmit.io/topology"]'
-    assert risk.message == ("the 4 workers may span racks: this cluster cannot hold a gang in one rack (no "
-                            "TopologyAwareWorkloadScheduling)")
-    assert risk.hint == ("set trainadmit.io/topology: any to ask for no rack; platform team: declare "
-                         "TopologyAwareWorkloadScheduling in Platform.spec.featureGates once it runs")
+    assert affinity is None and "topology.colocation-risk" not in warnings
+    template = d.mutated["spec"]["template"]
+    assert template["spec"]["schedulingGates"] == [{"name": "trainadmit.io/placement"}]
+    assert json.loads(template["metadata"]["annotations"]["trainadmit.io/placement"]) == {
+        "gang": "team-nlp/indexed-job", "size": 4, "key": "topology.kubernetes.io/rack", "level": "rack",
+        "pool": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "trainadmit.io/pool": "h100-ib"}}
+    assert all("schedulingConstraints" not in c["spec"] for c in d.companions)
+    policy = load_policy(tmp_path / "policies")
+    again = decide(policy, Request(d.mutated))
+    assert again.patch == [] and again.mutated == d.mutated
+
+
+def test_a_job_that_asks_for_no_rack_gets_no_gate(tmp_path):
+    d, _, _ = _decide(tmp_path, {"kubernetesVersion": "1.36", "featureGates": GATES_136,
+                                 **BACKENDS["native-podgroup"]}, _job(**{"trainadmit.io/topology": "any"}))
+    assert "schedulingGates" not in d.mutated["spec"]["template"]["spec"]
 
 
 @pytest.mark.parametrize("platform", [

@@ -37,7 +37,8 @@ def test_a_gang_whose_podgroup_nobody_creates_is_admitted_saying_so(tmp_path):
     for decision in (mutated, validated):  # both webhooks say the same (the apiserver shows kubectl one)
         [warning] = _missing(decision)
         assert decision.allowed and warning.action.value == "warn"
-        assert warning.message.startswith("its PodGroup llama-pretrain-gang (scheduling.k8s.io/v1beta1) comes from "
+        assert warning.message.startswith("its PodGroup llama-pretrain-gang (scheduling.k8s.io/v1beta1) and the "
+                                          "release of its Pods' scheduling gate trainadmit.io/placement come from "
                                           f"trainadmit's reconciler, and none runs ({WHY}): admitted, its 4 Pods "
                                           "wait Pending until one runs")
         assert "trainadmit serve --reconcile" in warning.hint and "reconciler.missing: deny" in warning.hint

@@ -98,24 +98,26 @@ def test_no_warning_or_note_contradicts_the_answer_and_each_is_one_short_sentenc
             "gang.foreign-backend", "gang.own-minimum"} <= seen, sorted(seen)
 
 
-def test_what_only_the_platform_can_change_is_a_note_that_reaches_kubectl_marked_as_one(policies):
-    """examples/llama-pretrain.yaml, 4 workers of 8 GPUs in one rack, on the bundled policy, which declares no
-    TopologyAwareWorkloadScheduling: admitted with no warning, and a note that the workers may span racks, which the
-    AdmissionResponse carries as "trainadmit note ..."; `--explain` says why."""
-    d = decide(policies["bundled"], Request(load_yaml(EXAMPLES / "llama-pretrain.yaml")[0]))
+def test_what_only_the_platform_can_change_is_a_note_that_reaches_kubectl_marked_as_one(policies, tmp_path):
+    """examples/llama-pretrain.yaml, 4 workers of 8 GPUs in one rack. On the bundled policy, which declares no
+    TopologyAwareWorkloadScheduling: admitted with no warning and no note (the placement gate holds the rack). With
+    required pod affinity, which the platform chose: a note that the gang may never start, which the AdmissionResponse
+    carries as "trainadmit note ..."; `--explain` says why."""
+    job = load_yaml(EXAMPLES / "llama-pretrain.yaml")[0]
+    d = decide(policies["bundled"], Request(job))
+    assert d.allowed and not d.warnings and not d.notes
+    assert d.mutated["spec"]["template"]["spec"]["schedulingGates"] == [{"name": "trainadmit.io/placement"}]
+    policy = load_policy(write_policy(tmp_path, {"gang": {"topologyMethod": "podAffinity"}}))
+    d = decide(policy, Request(job))
     assert d.allowed and not d.warnings
     [note] = d.notes
-    assert (note.rule, note.message, note.hint) == (
+    assert (note.rule, note.message) == (
         "topology.colocation-risk",
-        "the 4 workers may span racks: this cluster cannot hold a gang in one rack (no TopologyAwareWorkloadScheduling)",
-        "set trainadmit.io/topology: any to ask for no rack; platform team: declare TopologyAwareWorkloadScheduling in "
-        "Platform.spec.featureGates once it runs")
-    assert decision_response("uid", d, False)["response"]["warnings"] == [
-        'trainadmit note [topology.colocation-risk] metadata.annotations["trainadmit.io/topology"]: the 4 workers may '
-        "span racks: this cluster cannot hold a gang in one rack (no TopologyAwareWorkloadScheduling) (set "
-        "trainadmit.io/topology: any to ask for no rack; platform team: declare TopologyAwareWorkloadScheduling in "
-        "Platform.spec.featureGates once it runs)"]
-    explained = Explainer(policies["bundled"], POLICIES).violation(note, d, "team-nlp")
+        "the gang may never start if its first worker lands in a rack too small for all 4 (required pod affinity)")
+    [sent] = decision_response("uid", d, False)["response"]["warnings"]
+    assert sent.startswith('trainadmit note [topology.colocation-risk] metadata.annotations["trainadmit.io/topology"]: '
+                           "the gang may never start"), sent
+    explained = Explainer(policy, POLICIES).violation(note, d, "team-nlp")
     assert "why: measured with kube-scheduler 1.36" in explained
 
 
@@ -131,12 +133,10 @@ def test_a_refusal_on_a_cluster_without_a_gang_backend_is_never_called_admitted(
 
 
 def test_the_platform_learns_its_notes_once(policies):
-    """The bundled policy: without a view auto assumes 1.37 with its Workload API, and no topology gate is declared;
-    on a cluster serving no gang backend, there is no gang either."""
-    assert [(n.rule, n.action.value) for n in platform_notes(policies["bundled"])] == [
-        ("topology.colocation-risk", "note")]
-    assert [n.rule for n in platform_notes(policies["bundled"], SnapshotCluster(NO_GANG))] == [
-        "gang.unavailable", "topology.colocation-risk"]
+    """The bundled policy: without a view auto assumes 1.37 with its Workload API, and no topology gate is declared
+    (the placement gate holds the rack: no note); on a cluster serving no gang backend, there is no gang."""
+    assert platform_notes(policies["bundled"]) == ()
+    assert [n.rule for n in platform_notes(policies["bundled"], SnapshotCluster(NO_GANG))] == ["gang.unavailable"]
     assert platform_notes(policies["native-job"]) == ()  # 1.37 with every gate its native gang needs
 
 

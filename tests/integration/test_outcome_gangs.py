@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from support.controlplane import wait_until
 from support.kube_fixtures import OUTCOME
 from support.outcome import (
     CORDONED,
@@ -43,6 +44,7 @@ pytestmark = OUTCOME
 WORKERS = 4
 RACK_LABEL = "topology.kubernetes.io/rack"
 COLOCATION_RISK = "[topology.colocation-risk]"
+PLACEMENT_GATE = "trainadmit.io/placement"
 
 
 def judge(s: Scene, v: Verdict, workers: int, colocated: bool) -> str:
@@ -140,16 +142,46 @@ def test_a_gang_no_ready_rack_can_hold_is_refused_naming_the_node(cp, hook):
 
 # ---- no topology gate declared: what trainadmit chooses instead -----------------------------------------
 
+def _gated_then_placed(cp, s: Scene, name: str = "train", workers: int = WORKERS, **job_kw):
+    """Submit; the placement gate holds the Pods until the ungater releases them into one rack: wait for all bound
+    when a rack has room, else for its WaitingForDomain Event (none bound). Returns the submission and the verdict."""
+    job = gpu_job(name, s.namespace, workers, annotations={"trainadmit.io/topology": LEVEL, **job_kw.pop(
+        "annotations", {})}, **job_kw)
+    sub = submit(cp, job)
+    assert sub.admitted, sub.error
+    assert s.http.get("batch/v1", "Job", name, s.namespace)["spec"]["template"]["spec"]["schedulingGates"] == [
+        {"name": PLACEMENT_GATE}]
+    selector = f"{JOB_NAME_LABEL}={name}"
+    if max(s.free_by_domain(True).values(), default=0) >= workers:
+        return sub, all_bound(s.http, s.namespace, selector, workers)
+
+    def said() -> bool:
+        pods = {p["metadata"]["name"] for p in s.http.list("v1", "Pod", s.namespace, labelSelector=selector)["items"]}
+        return len(pods) >= workers and any(e.get("reason") == "WaitingForDomain" and e["involvedObject"]["name"] in pods
+                                            for e in s.http.list("v1", "Event", s.namespace)["items"])
+
+    wait_until(said, timeout=60, what="the gang's Pods and a WaitingForDomain Event")
+    return sub, decided(s.http, s.namespace, selector, workers)
+
+
 @pytest.mark.parametrize("shape", [FITS, RACK_BUSY, CORDONED], ids=lambda sh: sh.name.replace(" ", "-"))
-def test_without_the_topology_gate_the_gang_starts_as_soon_as_the_pool_has_room(cp, hook, shape):
-    """Required pod affinity with a native gang never starts when the first worker's best node is in the
-    smaller rack (0 of 4 bound for good, rack a free). trainadmit must not choose it silently."""
+def test_without_the_topology_gate_the_placement_gate_starts_the_gang_whole_in_one_rack_once_one_has_room(
+        cp, hook, shape):
+    """Without TopologyAwareWorkloadScheduling the PodGroup cannot carry the rack: required pod affinity with a native
+    gang never starts when the first worker's best node is in the smaller rack (0 of 4 bound for good, rack a free),
+    and no colocation let the workers span both racks. The placement gate chooses rack a for all of them, waits
+    (none bound) while no rack has room, and is not risked (no topology.colocation-risk)."""
     with scene(cp, hook, "no-topology-gate", shape, f"ng{len(shape.held)}{len(shape.cordoned)}") as s:
-        sub, v = _submit_and_decide(cp, s)
-        assert sub.admitted, sub.error
-        assert judge(s, v, WORKERS, colocated=False) == "all"
-        risk = [w for w in sub.warnings if COLOCATION_RISK in w]
-        assert risk and "TopologyAwareWorkloadScheduling" in risk[0] and "rack" in risk[0], sub.warnings
+        sub, v = _gated_then_placed(cp, s)
+        assert not [w for w in sub.warnings if COLOCATION_RISK in w], sub.warnings
+        if judge(s, v, WORKERS, colocated=True) == "none":
+            if shape.held:
+                s.release(shape.held[0])
+            else:
+                s.uncordon(shape.cordoned[0])
+            v = all_bound(s.http, s.namespace, f"{JOB_NAME_LABEL}=train", WORKERS)
+        assert judge(s, v, WORKERS, colocated=True) == "all"
+        assert set(node_labels(s.http, set(v.bound.values()), RACK_LABEL).values()) == {s.node("a")}
 
 
 def test_pod_affinity_the_platform_chose_is_warned_and_the_risk_is_real(cp, hook):
@@ -168,24 +200,23 @@ def test_workers_without_a_gang_do_not_start_partially_in_a_rack_too_small(cp, h
     no Workload either): required pod affinity let 3 workers bind in the small rack and the 4th wait for
     good, holding 24 GPUs."""
     with scene(cp, hook, "no-topology-gate", FITS, "nogang") as s:
-        sub, v = _submit_and_decide(cp, s, completions=WORKERS + 1, annotations={"trainadmit.io/gang": "false"})
-        assert sub.admitted, sub.error
-        assert judge(s, v, WORKERS, colocated=False) == "all"
+        _, v = _gated_then_placed(cp, s, completions=WORKERS + 1, annotations={"trainadmit.io/gang": "false"})
+        assert judge(s, v, WORKERS, colocated=True) == "all"
 
 
 def test_native_job_scheduling_on_136_is_left_out_and_said_why_and_the_job_controllers_gang_binds_whole(cp, hook):
     """``nativeMode: job-scheduling`` writes Job.spec.scheduling, which exists from 1.37 only: on 1.36 trainadmit
     writes none (the apiserver would drop it) and admits the Job under gang.unavailable naming the setting; its
-    workers all bind here (7 free nodes for 4; WorkloadWithJob is on, so the Job controller may gang them itself)."""
+    workers all bind here, in one rack (WorkloadWithJob is on, so the Job controller may gang them itself; with no gang
+    of trainadmit's the placement gate chooses the rack)."""
     with scene(cp, hook, "job-scheduling", FITS, "jobsch") as s:
-        sub, v = _submit_and_decide(cp, s)
-        assert sub.admitted, sub.error
+        sub, v = _gated_then_placed(cp, s)
         assert any("[gang.unavailable]" in w and "nativeMode job-scheduling writes Job.spec.scheduling" in w
                    for w in sub.warnings), sub.warnings
         job = s.http.get("batch/v1", "Job", "train", s.namespace)
         assert "schedulingGroup" not in job["spec"]["template"]["spec"]
         assert json.loads(job["metadata"]["annotations"]["trainadmit.io/applied"])["gang"] == "none"
-        assert judge(s, v, WORKERS, colocated=False) == "all"
+        assert judge(s, v, WORKERS, colocated=True) == "all"
 
 
 def test_the_bundled_default_unchanged_gangs_and_binds_whole_on_the_gated_cluster(cp, hook):
@@ -193,13 +224,12 @@ def test_the_bundled_default_unchanged_gangs_and_binds_whole_on_the_gated_cluste
     control plane with the Workload API: the native gang in pod-group mode (the reconciler's PodGroup), told that
     GangScheduling and the rack constraint are not declared; all workers bound."""
     with scene(cp, hook, "bundled", FITS, "bundled") as s:
-        sub, v = _submit_and_decide(cp, s)
-        assert sub.admitted, sub.error
+        sub, v = _gated_then_placed(cp, s)
         job = s.http.get("batch/v1", "Job", "train", s.namespace)
         assert job["spec"]["template"]["spec"]["schedulingGroup"] == {"podGroupName": "train-gang"}
         assert json.loads(job["metadata"]["annotations"]["trainadmit.io/applied"])["gang"] == "native/pod-group"
         assert not [w for w in sub.warnings if "[gang.unavailable]" in w], sub.warnings
         assert any("[gang.cluster-support]" in w for w in sub.warnings), sub.warnings
-        assert judge(s, v, WORKERS, colocated=False) == "all"
+        assert judge(s, v, WORKERS, colocated=True) == "all"
         group = s.http.get("scheduling.k8s.io/v1alpha2", "PodGroup", "train-gang", s.namespace)
         assert group["spec"]["schedulingPolicy"]["gang"]["minCount"] == WORKERS

@@ -102,7 +102,9 @@ def test_rbac_grants_exactly_what_the_code_calls():
         ("batch", "jobs"), ("kubeflow.org", "pytorchjobs"), ("kubeflow.org", "mpijobs"), ("kubeflow.org", "tfjobs"),
         ("kubeflow.org", "paddlejobs"), ("ray.io", "rayclusters"), ("batch.volcano.sh", "jobs"), ("", "events"),
         # the reconciler: the budgets' ResourceQuota, and one report per namespace
-        ("", "resourcequotas"), ("openreports.io", "reports"), ("wgpolicyk8s.io", "policyreports")}
+        ("", "resourcequotas"), ("openreports.io", "reports"), ("wgpolicyk8s.io", "policyreports"),
+        # the placement gate's ungater: a gated Pod's domain and its gate lifted (fenced by fence-pods.yaml)
+        ("", "pods")}
     # a ResourceQuota and a report are changed or deleted by name only: the ones trainadmit writes
     for resource, name in (("resourcequotas", "trainadmit-gpu-budget"), ("reports", "trainadmit"),
                            ("policyreports", "trainadmit")):

@@ -2,8 +2,7 @@
 what is exported, in PromQL that parses, and the PrometheusRule is one prometheus-operator's CRD accepts.
 
 Each metric name is checked against what trainadmit's code registers (``support.monitoring.exported_by_code``:
-every module imported, the registry read), the reconciler's metrics of CONTRACTS.md §3 (defined by another
-branch; ``support.monitoring.CONTRACT_METRICS``) and the kube-apiserver's own webhook metrics; each label a
+every module imported, the registry read) and the kube-apiserver's own webhook metrics; each label a
 selector matches on against the metric's labels. The CRD is prometheus-operator's own
 (tests/fixtures/prometheus-operator/, SOURCES.md); the integration tier creates the rule on a real apiserver with
 that CRD installed, and scrapes the names from real processes.
@@ -19,7 +18,6 @@ import pytest
 from support.crd_prune import crd_schema, pruned
 from support.monitoring import (
     APISERVER_METRICS,
-    CONTRACT_METRICS,
     exported_by_code,
     expressions,
     rendered,
@@ -67,11 +65,11 @@ def test_every_alert_the_issue_asks_for_is_there(objs):
 
 
 def test_every_expression_is_promql_naming_only_exported_metrics_and_their_labels(objs):
-    known = {**samples(exported_by_code()), **samples(CONTRACT_METRICS), **samples(APISERVER_METRICS)}
+    known = {**samples(exported_by_code()), **samples(APISERVER_METRICS)}
     found = [s for where, expr in expressions(objs) for s in selectors(where, expr)]
     assert len(found) > 40
     unknown = sorted({f"{s.name} ({s.where})" for s in found if s.name not in known})
-    assert unknown == [], "not exported by trainadmit's /metrics (nor CONTRACTS.md §3, nor the kube-apiserver)"
+    assert unknown == [], "not exported by trainadmit's /metrics (nor by the kube-apiserver)"
     wrong = sorted({f"{s.name}{{{label}}} ({s.where})" for s in found for label in s.labels
                     if label not in known[s.name][1]})
     assert wrong == []
@@ -86,15 +84,6 @@ def test_a_name_or_label_that_is_not_exported_is_found():
     assert "reason" not in known[label.name][1]
     with pytest.raises(ValueError):
         selectors("x", "sum by (rule (rate(trainadmit_denials_total[5m]))")
-
-
-def test_contract_names_agree_with_the_code_where_it_registers_them():
-    """After the merge of the reconciler's branch the code registers CONTRACTS.md §3's names: with these types
-    and labels, or the contract changed."""
-    code = exported_by_code()
-    for name, declared in CONTRACT_METRICS.items():
-        if name in code:
-            assert code[name][0] == declared[0] and set(code[name][1]) == set(declared[1]), name
 
 
 def _validator() -> jsonschema.Draft7Validator:

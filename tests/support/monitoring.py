@@ -1,5 +1,4 @@
-"""deploy/monitoring's metric names, and where each comes from: what trainadmit's code registers, the metrics the
-reconciler's branch defines (CONTRACTS.md §3), and the kube-apiserver's own admission webhook metrics.
+"""deploy/monitoring's metric names, and where each comes from: what trainadmit's code registers and the kube-apiserver's own admission webhook metrics.
 
 Shared by the fast check (tests/project/test_monitoring.py: every name and label a dashboard panel or an alert
 names is one of these, every expression parses as PromQL) and the integration tier (the same names scraped from a
@@ -24,16 +23,6 @@ from support.paths import ROOT
 
 MONITORING = ROOT / "deploy" / "monitoring"
 
-# CONTRACTS.md §3: the reconciler's and the placement gate's metrics, defined by branch i29-gate (not on this
-# branch yet): name -> (type, labels). Once i29-gate is merged the code registers them and
-# ``exported_by_code`` finds them there, with the labels it registers: the lead checks this list against §3 and
-# may then empty it (test_monitoring then holds the dashboard and the alerts to the code alone).
-CONTRACT_METRICS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "trainadmit_placement_gangs_released_total": ("counter", ("release",)),
-    "trainadmit_placement_gangs_waiting": ("gauge", ("reason",)),
-    "trainadmit_placement_longest_wait_seconds": ("gauge", ()),
-    "trainadmit_placement_wait_seconds": ("histogram", ()),
-}
 # the kube-apiserver's metrics of its calls to admission webhooks (k8s.io/apiserver pkg/admission/metrics), the
 # only view of a webhook that cannot be reached: name -> (type, labels); the integration tier reads them from a
 # real kube-apiserver 1.36.2 after it called trainadmit

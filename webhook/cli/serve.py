@@ -85,7 +85,7 @@ def _serve(settings: ServerSettings) -> int:
 
     controllers = settings.controllers
     names = [*(["certificates"] if controllers.manage_certs else []),
-             *(["reconciler", "preflight-status"] if controllers.reconcile else [])]
+             *(["reconciler", "preflight-status", "placement"] if controllers.reconcile else [])]
     status = ControllerStatus(names) if names else None
     _report_cluster(settings, status)
     if controllers.manage_certs:
@@ -94,6 +94,7 @@ def _serve(settings: ServerSettings) -> int:
         start_reconciler(controllers.namespace, policy.keys.podgroup, str(settings.app.policy_dir),
                          settings.app.cluster_max_age, status)
         start_preflight_status(controllers.namespace, policy.keys.preflight, policy.keys.applied, status)
+        start_placement(controllers.namespace, f"{policy.keys.podgroup.rsplit('/', 1)[0]}/placement", status)
     return serve(settings, listener, status)
 
 
@@ -211,3 +212,37 @@ def start_preflight_status(namespace: str, key: str, applied_key: str, status=No
                         on_failure=lambda pool, node, check: PREFLIGHT_FAILURES.labels(pool, node, check).inc(),
                         on_ready=lambda pool, seconds: PREFLIGHT_READY.labels(pool).observe(seconds)).step,
                     status, interval)
+
+
+def start_placement(namespace: str, gate: str, status=None):
+    """The placement gate's ungater (``cluster.placement``): once elected, its own watch of Pods and Nodes; a pass on
+    every change of them (and at each renewal of its Lease), never on a period alone."""
+    import threading
+
+    from kubernetes import client
+
+    from ..cluster.kube import identity, load_config
+    from ..cluster.lease import PLACEMENT_LEASE, LeaderLease
+    from ..cluster.placement import RenewedLease, Ungater, run
+    from ..cluster.pod_store import PodStore, Watcher
+    from ..server.elected import ElectedLoop
+    from ..server.logs import emit
+
+    load_config()
+    log = lambda message: emit("placement", message=message)  # noqa: E731
+    core = client.CoreV1Api()
+    lease = RenewedLease(LeaderLease(client.CoordinationV1Api(), namespace, PLACEMENT_LEASE, identity(), log=log))
+    store = PodStore(gate, f"{gate}-domain")
+    ungater = Ungater(core, store, gate, log)
+    stop = threading.Event()
+    started: list[bool] = []
+
+    def work() -> list[str]:
+        if not started:  # the watches start once this replica leads: the others keep no Pods
+            started.append(True)
+            Watcher(core, store, log).start(stop)
+        return ungater.step()
+
+    loop = ElectedLoop("placement", lease, work, log, status)  # type: ignore[arg-type]
+    threading.Thread(target=run, args=(loop.step, store, stop), name="placement", daemon=True).start()
+    return stop

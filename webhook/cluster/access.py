@@ -10,9 +10,9 @@ PodGroups, the budgets' ResourceQuotas (``budget.PERMISSIONS``) and the reports
 
 from __future__ import annotations
 
-from . import budget, report_writer
+from . import budget, placement, report_writer
 from .kube import Permission
-from .lease import CERTS_LEASE, PREFLIGHT_STATUS_LEASE, RECONCILER_LEASE
+from .lease import CERTS_LEASE, PLACEMENT_LEASE, PREFLIGHT_STATUS_LEASE, RECONCILER_LEASE
 from .reconciler import PLURALS, podgroup_kinds
 
 # API groups of the PodGroups the engine asks the reconciler for (native, coscheduling, Volcano); a
@@ -21,7 +21,8 @@ PODGROUP_GROUPS = ("scheduling.k8s.io", "scheduling.x-k8s.io", "scheduling.volca
 
 LEASE_PERMISSIONS: tuple[Permission, ...] = (
     Permission("coordination.k8s.io", "leases", ("get", "update"), (CERTS_LEASE, RECONCILER_LEASE,
-                                                                    PREFLIGHT_STATUS_LEASE), namespaced=True),
+                                                                    PREFLIGHT_STATUS_LEASE, PLACEMENT_LEASE),
+               namespaced=True),
     Permission("coordination.k8s.io", "leases", ("create",), namespaced=True),  # create cannot be limited by name
 )
 
@@ -34,4 +35,4 @@ def reconciler_permissions() -> tuple[Permission, ...]:
     plurals = sorted(set(PLURALS.values()))
     return (*(Permission(group, plural, ("list",)) for group, plural in lists),
             *(Permission(group, plural, ("create", "get", "patch")) for group in PODGROUP_GROUPS for plural in plurals),
-            *budget.PERMISSIONS, *report_writer.PERMISSIONS)
+            *budget.PERMISSIONS, *report_writer.PERMISSIONS, *placement.PERMISSIONS)

@@ -1,8 +1,9 @@
 """A coordination.k8s.io/v1 Lease: at most one replica acts at a time, another takes over when the
-holder stops renewing. Used by the certificate controller, the PodGroup reconciler and the preflight status.
+holder stops renewing. Used by the certificate controller, the PodGroup reconciler, the preflight status and the
+placement gate's ungater.
 
 The names of their Leases are here, where the certificate controller can import them without the engine
-and the policy models (``access`` imports both); ``access.LEASE_PERMISSIONS`` grants all three."""
+and the policy models (``access`` imports both); ``access.LEASE_PERMISSIONS`` grants them all."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 CERTS_LEASE = "trainadmit-certs"
 RECONCILER_LEASE = "trainadmit-reconciler"
 PREFLIGHT_STATUS_LEASE = "trainadmit-preflight-status"
+PLACEMENT_LEASE = "trainadmit-placement"
 
 
 def utcnow() -> dt.datetime:

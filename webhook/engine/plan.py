@@ -43,10 +43,13 @@ from .intent import Resolved
 from .network import Brought, ClaimClasses, brought_by, unknown_claims
 from .paths import Path, as_dict, field_path, get_path
 from .target import Target, choose
-from .workloads import Gang, GangMethod, PodTemplate, Workload
+from .workloads import Gang, GangMethod, GroupedGangs, PodTemplate, Workload, capable
 
 if TYPE_CHECKING:  # types only: the engine runs on cached policy records too (policy.cache)
     from ..policy.models import TopologyLevel
+
+
+GATE = "gate"  # the colocation method of the placement gate (engine.concerns.reconciler.GATE_METHOD)
 
 
 class NoGang(StrEnum):
@@ -93,7 +96,9 @@ class Colocation:
     """How the workers are kept in one domain of the requested level, when there is anything to colocate
     (``method`` None: no level, or at most one GPU Pod). ``native``: the native gang's topology constraint,
     which the gang concern writes with the gang (``by_gang``); ``kueue``: Kueue's TAS annotation;
-    ``podAffinity``: required pod affinity to the workload's own Pods; ``none``: nothing colocates them.
+    ``gate``: the placement gate, lifted by the elected reconciler once one domain has room for the whole gang
+    (``cluster.placement``); ``podAffinity``: required pod affinity to the workload's own Pods; ``none``: nothing
+    colocates them.
     ``unavailable`` says why the chosen method cannot be used for this workload."""
 
     level_name: str | None = None
@@ -282,14 +287,18 @@ def colocation_method(policy: PolicySet, target: Target) -> str:
     one). The other backends' schedulers understand only pod affinity (Kueue: its own topology-aware admission).
     A cluster with no gang backend gets no colocation either, for the same reason as a native gang without the
     gate. The backend is the target's (what ``gang.backend: auto`` chose on this cluster), not the policy's word.
+
+    Where auto would otherwise add no colocation (no gang backend; a native gang without the gate) it chooses the
+    placement gate (``GATE``): the mutating webhook gates the gang's Pods and the elected reconciler's ungater
+    (``cluster.placement``) writes one domain with room for the whole gang into all of them before lifting it.
     """
     gang = policy.platform.gang
     if gang.topologyMethod != "auto":
         return gang.topologyMethod
     if target.backend is GangBackend.native:
-        return "native" if TOPOLOGY_GATE in target.gates else "none"
+        return "native" if TOPOLOGY_GATE in target.gates else GATE
     if target.backend is None:
-        return "none"
+        return GATE
     if target.backend is GangBackend.kai:
         return "kai" if gang.kaiTopology else "podAffinity"
     return {GangBackend.kueue: "kueue"}.get(target.backend, "podAffinity")
@@ -362,6 +371,11 @@ def plan_colocation(resolved: Resolved, policy: PolicySet, target: Target, gang:
     if gang.why_not is NoGang.foreign:
         return Colocation(r.level_name, r.level, left_to=f"{gang.foreign_names}, which forms and places its gang")
     method = colocation_method(policy, target)
+    if method == GATE:
+        why = _ungateable(resolved, workload)
+        if not why:
+            return Colocation(r.level_name, r.level, GATE)
+        method = "none"  # what auto chose before the gate: no colocation, and the note says why
     if method == "none" and policy.platform.gang.topologyMethod == "auto" and target.backend is GangBackend.native:
         # auto would use the native constraint but for the topology gate: where this workload's gang could not
         # carry it even with the gate, that is the reason (the gate's warning would name a fix that cannot help)
@@ -379,6 +393,17 @@ def plan_colocation(resolved: Resolved, policy: PolicySet, target: Target, gang:
         else:
             unavailable = why
     return Colocation(r.level_name, r.level, method, by_gang, unavailable)
+
+
+def _ungateable(resolved: Resolved, workload: Workload) -> str:
+    """Why the placement gate cannot colocate this workload's workers ("" when it can): the ungater places one gang
+    per workload, and a kind that gangs each group of its Pods on its own (a LeaderWorkerSet) has several."""
+    if not resolved.gang and not resolved.gang_explicit:
+        return (f"the placement gate waits for all of a gang's Pods, and this {workload.kind}'s operator counts "
+                f"{resolved.gang_size} of its {resolved.pods} Pods in its gang (an elastic job counts its minimum)")
+    if capable(workload.adapter, GroupedGangs):
+        return f"the placement gate places one gang per workload, and a {workload.kind} gangs each group on its own"
+    return ""
 
 
 def plan_pool_templates(workload: Workload, resolved: Resolved) -> tuple[PodTemplate, ...]:

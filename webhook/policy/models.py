@@ -495,8 +495,10 @@ class GangSettings(Strict):
     topologyMethod: Literal["auto", "native", "kueue", "kai", "podAffinity", "none"] = Field(
         "auto", description="How workers are colocated: auto picks what the backend's scheduler can hold to "
                 "(native: the PodGroup's topology constraint with the TopologyAwareWorkloadScheduling gate in "
-                "featureGates, else none; kueue: its topology annotation; kai: its placement annotations with "
-                "kaiTopology, else pod affinity; coscheduling, volcano: pod affinity).")
+                "featureGates, else the placement gate trainadmit.io/placement, which the elected reconciler lifts "
+                "once it has written one domain with room for the whole gang into its Pods; no gang backend: the "
+                "placement gate; kueue: its topology annotation; kai: its placement annotations with kaiTopology, "
+                "else pod affinity; coscheduling, volcano: pod affinity).")
     scheduleTimeoutSeconds: int | None = Field(None, ge=1, description="coscheduling: PodGroup scheduleTimeoutSeconds.")
     kaiTopology: str | None = Field(None, description="kai: the KAI Topology (kai.scheduler/v1alpha1) whose levels "
                                     "hold the pools' level node labels; with it, workers are colocated through KAI's "

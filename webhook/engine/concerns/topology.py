@@ -8,6 +8,7 @@ Both are cheaper to refuse at submission than to discover after hours in a queue
 from __future__ import annotations
 
 import hashlib
+import json
 from math import ceil
 
 from ...policy.policyset import TOPOLOGY_GATE
@@ -20,7 +21,7 @@ from ..dra import pod_claims
 from ..fit import Limit
 from ..intent import gpu_request
 from ..paths import Path
-from ..plan import NoGang
+from ..plan import GATE, NoGang
 from ..reads import Reads
 from ..rule import Resize, rule
 from ..workloads import GroupedGangs, PodTemplate, Workload, capable
@@ -40,16 +41,20 @@ COLOCATION_RISK = rule(
             "when that domain has no room for all the workers, a native gang is never bound although another domain "
             "fits it, and without a gang the workers that fit start and hold their GPUs while the rest wait. So "
             "without a scheduler that places a gang per domain (the native gang with TopologyAwareWorkloadScheduling, "
-            "Kueue's topology-aware scheduling, KAI with a Topology) trainadmit adds no colocation and the workers may "
-            "span domains; the platform team fixes it (Platform.spec.featureGates, the gang backend), a workload "
-            "only chooses to accept it (topology: any)")
+            "Kueue's topology-aware scheduling, KAI with a Topology) trainadmit gates the gang's Pods "
+            "(trainadmit.io/placement) and its elected reconciler writes one domain with room for all of them "
+            "before lifting the gate; the note is left for what nothing can hold in one domain (required pod "
+            "affinity the platform chose or a Volcano/coscheduling backend keeps, a kind whose groups gang apart, an "
+            "elastic job): the platform team fixes it (Platform.spec.featureGates, the gang backend), a workload only "
+            "chooses to accept it (topology: any)")
 
 
 def mutate(ctx: Context) -> None:
     """Colocate the workers at the requested level, with the mechanism the plan chose
     (``plan.plan_colocation``): the native gang's topology constraint (written by the gang concern with the
-    gang), Kueue's TAS annotation, or a required pod affinity on the level's node label with the workload's
-    own pods; warn where the method cannot guarantee the outcome (see :func:`_report_risk`)."""
+    gang), Kueue's TAS annotation, the placement gate (:func:`_placement_gate`), or a required pod affinity on the
+    level's node label with the workload's own pods; warn where the method cannot guarantee the outcome (see
+    :func:`_report_risk`)."""
     r, colocation = ctx.resolved, ctx.plan.colocation
     level = colocation.level
     if colocation.left_to:
@@ -70,6 +75,8 @@ def mutate(ctx: Context) -> None:
                 ctx.satisfied("topology")
     elif colocation.method == "podAffinity":
         _pod_affinity(ctx, level.nodeLabel, source)
+    elif colocation.method == GATE:
+        _placement_gate(ctx, level.nodeLabel, source)
     elif colocation.unavailable:
         key = ctx.policy.keys.topology
         ctx.report(COLOCATION_UNAVAILABLE, f'metadata.annotations["{key}"]',
@@ -80,6 +87,42 @@ def mutate(ctx: Context) -> None:
         _kai(ctx, level.nodeLabel, source)
     elif colocation.by_gang:
         ctx.satisfied("topology")  # the gang concern writes the constraint with the gang
+
+
+def placement_key(ctx: Context) -> str:
+    """The name of the placement gate, and of the pod template annotation that describes the gang to the ungater."""
+    return f"{ctx.policy.platform.intentPrefix}/placement"
+
+
+def placement_value(ctx: Context, node_label: str) -> str:
+    """The template annotation of the placement gate: the gang (``<ns>/<workload>``; without a name
+    yet, "" and the ungater groups the Pods by their controller), the Pods it waits for, the level's node label
+    and name, the pool's node selector. Compact JSON with sorted pool keys: the same object gives the same text."""
+    r, w = ctx.resolved, ctx.workload
+    value = {"gang": f"{ctx.namespace}/{w.name}" if w.name else "", "size": r.gpu_pods, "key": node_label,
+             "level": r.level_name, "pool": dict(sorted((r.pool.nodeSelector if r.pool is not None else {}).items()))}
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _placement_gate(ctx: Context, node_label: str, source: Source) -> None:
+    """The placement gate on every GPU template: a scheduling gate of trainadmit's, and the annotation that tells the
+    ungater (``cluster.placement``) the gang, its size and the level, so that it writes one domain with room for the
+    whole gang into all of its Pods and lifts the gate from them together. Idempotent: a template that already
+    carries the gate and an annotation keeps both."""
+    key = placement_key(ctx)
+    value = placement_value(ctx, node_label)
+    for template in ctx.pool_templates:
+        path = (*template.meta_path, "annotations", key)
+        if ctx.patcher.get(path) is None:
+            ctx.inject(path, value, "topology", source)
+        else:
+            ctx.satisfied("topology")
+        gates = (*template.spec_path, "schedulingGates")
+        present = ctx.patcher.get(gates) or []
+        if any(isinstance(g, dict) and g.get("name") == key for g in present):
+            ctx.satisfied("topology")
+        else:
+            ctx.inject_extend(gates, [({"name": key}, source)], "topology")
 
 
 def _kai(ctx: Context, node_label: str, source: Source) -> None:
@@ -254,4 +297,4 @@ def _larger_level(ctx: Context, view: Workload, pool, domain: int) -> str:
 CONCERN = Concern("topology", rules=(WHOLE_NODE, SINGLE_NODE_FIT, DOMAIN_FIT, COLOCATION_UNAVAILABLE, COLOCATION_RISK),
                   mutate=mutate, validate=validate, limits=limits,
                   reads=Reads(metadata=("labels", "annotations", "name"), annotations=TOPOLOGY_REQUESTS,
-                              pod=("affinity", "resourceClaims"), container=("resources",)))
+                              pod=("affinity", "resourceClaims", "schedulingGates"), container=("resources",)))
