@@ -151,8 +151,8 @@ def test_the_bundled_policy_on_a_cluster_with_no_gang_backend_needs_no_reconcile
 
 
 def test_the_platform_learns_its_notes_once_on_readyz_and_in_the_log(capsys, podgroup_policy):
-    """The native pod-group backend without TopologyAwareWorkloadScheduling declared: every rack-colocated gang is
-    told topology.colocation-risk as a note (only the platform changes it); the platform is told once, in the
+    """The native pod-group backend on a 1.36 serving the Workload API, GangScheduling not declared among the
+    policy's feature gates: every gang is told gang.cluster-support as a note (only the platform changes it); the platform is told once, in the
     main process's log at start (not again while nothing changes) and in ``/readyz``'s ``cluster.notes``."""
     policy = load_policy(podgroup_policy)
     apis = Discovered((1, 36), "v1.36.2", frozenset({"v1", "batch/v1", "scheduling.k8s.io/v1alpha2"}))
@@ -164,9 +164,9 @@ def test_the_platform_learns_its_notes_once_on_readyz_and_in_the_log(capsys, pod
 
     monitor.step()
     said = notes()
-    assert "topology.colocation-risk" in {x["rule"] for x in said}
+    assert [x["rule"] for x in said] == ["gang.cluster-support"] and "GangScheduling" in said[0]["message"]
     monitor.step()
     assert notes() == []
     body = app_of(podgroup_policy, reconcile=True).get("/readyz").get_json()
-    assert "topology.colocation-risk" in {n["rule"] for n in body["cluster"].get("notes", [])}, body
+    assert [n["rule"] for n in body["cluster"].get("notes", [])] == ["gang.cluster-support"], body
     assert body["status"] == "ready"  # a note is no reason to be degraded: nothing the server cannot honour
