@@ -174,8 +174,10 @@ def test_webhook_configurations_are_narrow_and_bounded():
         assert set(expr["values"]) == EXEMPT
         resources = {(g, r) for rule in wh["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
         # templates other workloads inherit (Trainer's runtimes) are validated, never mutated
+        # and a LeaderWorkerSet's StatefulSets, whose provenance annotation only LWS's controller may write
         assert resources == {(a.group, a.plural) for a in ADAPTERS
-                             if wh is validating or not capable(a, InheritedTemplate)}
+                             if wh is validating or not capable(a, InheritedTemplate)} | (
+                                 {("apps", "statefulsets")} if wh is validating else set())
         scopes = {(r, rule["scope"]) for rule in wh["rules"] for r in rule["resources"]}
         assert all(scope == ("Namespaced" if a.namespaced else "Cluster") for a in ADAPTERS
                    for r, scope in scopes if r == a.plural)

@@ -19,12 +19,14 @@ from urllib.parse import urlsplit
 import yaml
 
 from ..engine.intent import MIG_PREFIX
+from ..engine.provenance import makers
 from ..engine.workloads import (
     ADAPTERS,
     OWNERS,
     Adapter,
     InheritedTemplate,
     Inheriting,
+    Owner,
     ResourcesOutsideTemplates,
     capable,
 )
@@ -42,6 +44,8 @@ HEADER = """\
 # template trainadmit decided) are skipped when that controller created them (request.userInfo is its
 # ServiceAccount): their parent already carries the configuration, and skipping them saves one webhook
 # call per Pod. Anyone else's object is decided as what it is, whatever ownerReference it carries.
+# Provenance is never trusted from the object: a StatefulSet whose pod template carries trainadmit.io/applied
+# (a LeaderWorkerSet's, whose Pods are then left alone) is validated unless the LWS controller wrote it.
 #
 # Mutating: failurePolicy Ignore (a slow or absent mutating webhook does not reject by itself; the
 # validating webhook then refuses the unmutated GPU object with a message that says what happened);
@@ -165,6 +169,33 @@ def _not_a_child(policy: PolicySet) -> str:
             "has(o.controller) && o.controller && (" + " || ".join(owners) + "))")
 
 
+def _provenance_kinds() -> list[tuple[str, str, str, Owner]]:
+    """The kinds trainadmit does not decide whose Pods are left alone when they carry its provenance annotation
+    (a LeaderWorkerSet's StatefulSets): (group, version, plural, Owner)."""
+    out = []
+    for owner in OWNERS:
+        if owner.decided:
+            continue
+        plural, _, group = owner.resource.partition(".")
+        for api_version in owner.api_versions:
+            out.append((group, api_version.rsplit("/", 1)[-1], plural, owner))
+    return out
+
+
+def _forged_provenance(policy: PolicySet) -> str:
+    """CEL: a StatefulSet (a kind of ``_provenance_kinds``) whose pod template carries the provenance annotation,
+    written by anyone but the controller of a kind that makes it: /validate refuses it (``engine.provenance``)."""
+    applied = policy.keys.applied
+    clauses = []
+    for group, _, plural, owner in _provenance_kinds():
+        meta = "object.spec.template.metadata"
+        clauses.append(f"(request.resource.group == '{group}' && request.resource.resource == '{plural}' && "
+                       f"!(request.userInfo.username in {_cel_list(makers(policy, owner))}) && "
+                       f"has(object.spec) && has(object.spec.template) && has({meta}) && "
+                       f"has({meta}.annotations) && '{applied}' in {meta}.annotations)")
+    return " || ".join(dict.fromkeys(clauses))
+
+
 def _selects(adapter: Adapter) -> str:
     return f"request.resource.group == '{adapter.group}' && request.resource.resource == '{adapter.plural}'"
 
@@ -205,13 +236,18 @@ def _webhook(policy: PolicySet, name: str, path: str, namespace: str, service: s
     if not mutating:
         conditions.append({"name": "not-status",
                            "expression": "!has(request.subResource) || request.subResource == ''"})
-    conditions.append({"name": "gpu-or-intent", "expression": f"{_intent(policy)} || {gpu}"})
+    forged = "" if mutating else _forged_provenance(policy)
+    conditions.append({"name": "gpu-or-intent",
+                       "expression": f"{_intent(policy)} || {gpu}" + (f" || {forged}" if forged else "")})
+    rules = _rules(adapters, lambda a: ["CREATE"] if mutating or isinstance(a, PodAdapter) else ["CREATE", "UPDATE"])
+    if not mutating:  # who wrote a StatefulSet's provenance annotation (engine.provenance)
+        rules += [{"apiGroups": [g], "apiVersions": [v], "operations": ["CREATE", "UPDATE"], "resources": [r],
+                   "scope": "Namespaced"} for g, v, r, _ in _provenance_kinds()]
     exempt = [n for n in policy.platform.exemptNamespaces if not any(ch in n for ch in "*?[")]
     webhook: dict = {
         "name": name, "admissionReviewVersions": ["v1"],
         "clientConfig": _client_config(path, namespace, service, url, ca_bundle),
-        "rules": _rules(adapters, lambda a: ["CREATE"] if mutating or isinstance(a, PodAdapter)
-                        else ["CREATE", "UPDATE"]),
+        "rules": rules,
         "failurePolicy": "Ignore" if mutating else "Fail",
         "sideEffects": "None", "timeoutSeconds": 3,
     }

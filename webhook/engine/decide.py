@@ -32,6 +32,7 @@ from .demand import Demand, gpu_demand
 from .intent import Resolved, gpu_resources_of, has_intent, resolve
 from .patch import Patcher, replay
 from .plan import make_plan
+from .provenance import forged
 from .reads import projection
 from .registry import (
     INJECTING,
@@ -230,6 +231,11 @@ def decide_declared(policy: PolicySet, request: Request, cluster: ClusterView | 
     ``whole_object_rules`` says whether the rules on the whole object apply to it too; ``mutated`` is not
     set (it is the received object with ``patch`` applied)."""
     obj, namespace = project(policy, request.obj), request.effective_namespace
+    if request.phase != "audit" and not exempt_user(policy, request.user) and not policy.is_exempt(namespace):
+        refused = forged(policy, request)  # a kind trainadmit does not decide, carrying its provenance
+        if refused is not None:
+            return Decision(matched=True, generation=policy.generation, violations=[refused],
+                            reason="forged provenance")
     cluster = cluster or NoCluster()
     fresh = cluster if cluster.stale() is None else NoCluster()  # a view too old to trust counts nothing
     workload, demand, reason = matched(policy, obj, namespace, request.user, fresh)
