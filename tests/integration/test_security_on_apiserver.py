@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 
 import pytest
+from support.builders import job
 from support.controlplane import KubeError
 from support.kube_fixtures import APISERVER
 
@@ -82,3 +83,89 @@ def test_a_minted_controller_identity_in_default_is_decided(webhook, cluster):
     kuberay = cluster.cp.http_as("system:serviceaccount:ray-system:kuberay-operator",
                                  ("system:serviceaccounts", "system:serviceaccounts:ray-system", *ADMIN_GROUPS))
     assert kuberay.create(pod, dry_run=True)["metadata"]["name"] == "ray-head-forged"
+
+
+def test_a_suspended_jobs_placement_rewritten_after_admission_is_refused(webhook, cluster):
+    """Admitted suspended with the pool's nodeSelector and toleration; replacing the selector and dropping the
+    tolerations (the Job's template is mutable while suspended) is refused; on main it was stored, and the Pods
+    made after unsuspending carried the new selector."""
+    http = cluster.cp.http
+    user = cluster.cp.http_as(USER, ADMIN_GROUPS)
+    submitted = job(name="placed", namespace=NS, workers=4)
+    submitted["spec"]["suspend"] = True
+    stored = user.create(submitted)
+    ref = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "placed", "namespace": NS}}
+    try:
+        template = stored["spec"]["template"]["spec"]
+        assert template["nodeSelector"].get("trainadmit.io/pool") and template["tolerations"]
+        assert stored["spec"]["suspend"] is True
+        rewrite = [{"op": "replace", "path": "/spec/template/spec/nodeSelector", "value": {"example.com/any": "node"}},
+                   {"op": "remove", "path": "/spec/template/spec/tolerations"}]
+        with pytest.raises(KubeError) as err:
+            user.patch(ref, rewrite, kind="json")
+        assert "validate.trainadmit.io" in err.value.message and "[final.injection-lost]" in err.value.message, \
+            err.value.message
+        assert "/spec/template/spec/nodeSelector" in err.value.message
+        kept = http.get("batch/v1", "Job", "placed", NS)["spec"]["template"]["spec"]
+        assert kept["nodeSelector"] == template["nodeSelector"] and kept["tolerations"] == template["tolerations"]
+        # a change that keeps what trainadmit set is stored: one more nodeSelector key of the user's own
+        added = user.patch(ref, {"spec": {"template": {"spec": {"nodeSelector": {"example.com/disk": "nvme"}}}}})
+        assert added["spec"]["template"]["spec"]["nodeSelector"]["example.com/disk"] == "nvme"
+    finally:
+        http.delete(ref, propagation="Background")
+
+
+def _pytorchjob(name: str, workers: int) -> dict:
+    def replica(count: int) -> dict:
+        return {"replicas": count, "restartPolicy": "OnFailure", "template": {"spec": {"containers": [
+            {"name": "pytorch", "image": "registry.local/t:1", "resources": {"limits": {"nvidia.com/gpu": 8}}}]}}}
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": name, "namespace": NS},
+            "spec": {"pytorchReplicaSpecs": {"Master": replica(1), "Worker": replica(workers)}}}
+
+
+def test_a_resize_through_scale_meets_the_resize_rules(webhook, cluster):
+    """`kubectl scale pytorchjob --replicas=40` (328 GPUs where team-vision may use 32 per job): on main the /scale
+    UPDATE was never sent to trainadmit and was stored; now it is refused as `kubectl patch` of the same field is."""
+    from support.kube_fixtures import OPERATOR_CRDS
+
+    cluster.cp.install_crds(OPERATOR_CRDS / "kubeflow-training-operator-v1" / "crds" / "kubeflow.org_pytorchjobs.yaml")
+    user = cluster.cp.http_as(USER, ADMIN_GROUPS)
+    ref = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "scaled", "namespace": NS}}
+
+    def created() -> dict | None:
+        try:
+            return user.create(_pytorchjob("scaled", 3))
+        except KubeError as exc:  # the server's view learns the new kind from discovery
+            if "could not find the requested resource" in exc.message or exc.status == 404:
+                return None
+            raise
+    from support.controlplane import wait_until
+
+    wait_until(created, timeout=30, what="the PyTorchJob CRD to be served")
+    try:
+        patched = _kubectl_as(cluster, "patch", "pytorchjob", "scaled", "-n", NS, "--type=merge", "-p",
+                              '{"spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 40}}}}')
+        assert patched.returncode != 0 and "validate.trainadmit.io" in patched.stderr, patched.stderr
+        scaled = _kubectl_as(cluster, "scale", "pytorchjob", "scaled", "-n", NS, "--replicas=40")
+        assert scaled.returncode != 0 and "validate.trainadmit.io" in scaled.stderr, scaled.stderr
+        rule = next(r for r in ("quota.gpus-per-job", "quota.workers-per-job") if f"[{r}]" in patched.stderr)
+        assert f"[{rule}]" in scaled.stderr, scaled.stderr
+        stored = cluster.cp.http.get("kubeflow.org/v1", "PyTorchJob", "scaled", NS)
+        assert stored["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 3
+        # one decision path: within the size rules, the default policy's native PodGroup cannot follow a resize on
+        # 1.36, and `kubectl scale` and `kubectl patch` of the same field get the same answer
+        down = _kubectl_as(cluster, "scale", "pytorchjob", "scaled", "-n", NS, "--replicas=2")
+        patched = _kubectl_as(cluster, "patch", "pytorchjob", "scaled", "-n", NS, "--type=merge", "-p",
+                              '{"spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 2}}}}')
+        assert down.returncode != 0 and "[quota." not in down.stderr, down.stderr
+        assert down.stderr.split("denied the request: ", 1)[1] == patched.stderr.split("denied the request: ", 1)[1]
+    finally:
+        cluster.cp.http.delete(ref)
+
+
+def _kubectl_as(cluster, *args: str):
+    import subprocess
+
+    return subprocess.run(["kubectl", "--kubeconfig", str(cluster.cp.kubeconfig), "--as", USER,
+                           "--as-group", "system:masters", "--as-group", "system:authenticated", *args],
+                          capture_output=True, text=True, timeout=60)

@@ -89,8 +89,9 @@ def declared_permissions():
     from trainadmit.cluster.access import LEASE_PERMISSIONS, reconciler_permissions
     from trainadmit.cluster.live import PERMISSIONS as VIEW
     from trainadmit.cluster.preflight_status import PERMISSIONS as PREFLIGHT
+    from trainadmit.server.app import SCALE_PERMISSIONS
 
-    return (*VIEW, *reconciler_permissions(), *PREFLIGHT, *LEASE_PERMISSIONS, *CERTS)
+    return (*VIEW, *reconciler_permissions(), *PREFLIGHT, *LEASE_PERMISSIONS, *CERTS, *SCALE_PERMISSIONS)
 
 
 def test_rbac_grants_exactly_what_the_code_calls():
@@ -174,10 +175,13 @@ def test_webhook_configurations_are_narrow_and_bounded():
         assert set(expr["values"]) == EXEMPT
         resources = {(g, r) for rule in wh["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
         # templates other workloads inherit (Trainer's runtimes) are validated, never mutated
-        # and a LeaderWorkerSet's StatefulSets, whose provenance annotation only LWS's controller may write
+        # and a LeaderWorkerSet's StatefulSets, whose provenance annotation only LWS's controller may write, and the
+        # scale subresource of the kinds whose CRD has one (`kubectl scale` is a resize)
         assert resources == {(a.group, a.plural) for a in ADAPTERS
                              if wh is validating or not capable(a, InheritedTemplate)} | (
-                                 {("apps", "statefulsets")} if wh is validating else set())
+                                 {("apps", "statefulsets")} | {(a.group, f"{a.plural}/scale") for a in ADAPTERS
+                                                               if a.scale_path is not None}
+                                 if wh is validating else set())
         scopes = {(r, rule["scope"]) for rule in wh["rules"] for r in rule["resources"]}
         assert all(scope == ("Namespaced" if a.namespaced else "Cluster") for a in ADAPTERS
                    for r, scope in scopes if r == a.plural)
@@ -187,6 +191,7 @@ def test_webhook_configurations_are_narrow_and_bounded():
     assert validating["clientConfig"]["service"]["path"] == "/validate"
     assert {op for r in mutating["rules"] for op in r["operations"]} == {"CREATE"}
     assert {op for r in validating["rules"] for op in r["operations"]} == {"CREATE", "UPDATE"}
+    assert all(r["operations"] == ["UPDATE"] for r in validating["rules"] if any("/" in x for x in r["resources"]))
     assert "DELETE" not in {op for r in validating["rules"] for op in r["operations"]}
 
 
@@ -349,6 +354,21 @@ def test_network_policy_admits_only_non_pod_addresses_to_the_webhook_port(overla
     assert blocks and all(block["except"] for block in blocks if block["cidr"] == "0.0.0.0/0")  # the Pod network
     namespaces = [peer["namespaceSelector"] for peer in peers if "namespaceSelector" in peer]
     assert namespaces == [{"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}]
+
+
+def test_every_scale_subresource_of_a_handled_kind_is_declared():
+    """A CRD's scale subresource writes its specReplicasPath: the adapter declares that field (``scale_path``), so that
+    `kubectl scale` is sent to /validate and decided as the resize it is."""
+    found = {}
+    for path in sorted((FIXTURES / "operators").glob("*/crds/*.yaml")):
+        for crd in load_yaml(path):
+            for version in (crd.get("spec") or {}).get("versions") or []:
+                scale = (version.get("subresources") or {}).get("scale")
+                adapter = adapter_for(f"{crd['spec']['group']}/{version['name']}", crd["spec"]["names"]["kind"])
+                if scale and adapter is not None:
+                    found[adapter.kind] = tuple(scale["specReplicasPath"].lstrip(".").split("."))
+    assert found == {a.kind: a.scale_path for a in ADAPTERS if a.scale_path is not None}
+    assert set(found) >= {"PyTorchJob", "PaddleJob", "LeaderWorkerSet"}
 
 
 def test_the_ci_check_role_grants_exactly_the_lists_check_reads():

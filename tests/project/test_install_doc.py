@@ -30,7 +30,7 @@ def test_the_webhook_row_names_every_kind_the_webhooks_receive():
     kinds = {(a.group, a.plural): a.kind for a in ADAPTERS}
     sent = {(group, resource) for doc in yaml.safe_load_all((ROOT / "deploy" / "base" / "webhooks.yaml").read_text())
             for hook in doc["webhooks"] for rule in hook["rules"] for group in rule["apiGroups"]
-            for resource in rule["resources"]}
+            for resource in rule["resources"] if "/" not in resource}
     assert len(sent) == 15
     names = [QUALIFIED[key] if key in QUALIFIED else f"{kinds[key]}s" for key in sorted(sent)]
     missing = [name for name in names if name not in row]

@@ -52,7 +52,9 @@ HEADER = """\
 # reinvocationPolicy IfNeeded (mutation is idempotent). Validating: failurePolicy Fail (the backstop
 # that guarantees no GPU workload starts without its gang, quota and topology checks; 3 replicas, a
 # PodDisruptionBudget and readiness on a loaded policy keep it available; break-glass:
-# docs/install.md). UPDATE is validated (a resize runs the rules that depend on the size again); DELETE is never sent.
+# docs/install.md). UPDATE is validated (a resize runs the rules that depend on the size again, `kubectl scale`
+# through /scale too; a change of the pod templates runs the others again and may not remove what trainadmit set);
+# DELETE is never sent.
 # sideEffects None: admission creates nothing; PodGroups come from the reconciler.
 """
 
@@ -234,12 +236,17 @@ def _webhook(policy: PolicySet, name: str, path: str, namespace: str, service: s
     gpu = " || ".join(clauses)
     conditions = [{"name": "not-created-by-a-decided-workload", "expression": _not_a_child(policy)}]
     if not mutating:
-        conditions.append({"name": "not-status",
-                           "expression": "!has(request.subResource) || request.subResource == ''"})
-    forged = "" if mutating else _forged_provenance(policy)
+        conditions.append({"name": "not-status", "expression": "!has(request.subResource) || "
+                           "request.subResource == '' || request.subResource == 'scale'"})
+    # a Scale holds no template: every /scale UPDATE of a kind whose rules list it is decided on the stored workload
+    forged = "" if mutating else "(has(request.subResource) && request.subResource == 'scale') || " + \
+        _forged_provenance(policy)
     conditions.append({"name": "gpu-or-intent",
                        "expression": f"{_intent(policy)} || {gpu}" + (f" || {forged}" if forged else "")})
     rules = _rules(adapters, lambda a: ["CREATE"] if mutating or isinstance(a, PodAdapter) else ["CREATE", "UPDATE"])
+    if not mutating:  # `kubectl scale`: the resize through the CRD's scale subresource (engine.scale)
+        for rule in _rules([a for a in adapters if a.scale_path is not None], lambda a: ["UPDATE"]):
+            rules.append({**rule, "resources": [f"{r}/scale" for r in rule["resources"]]})
     if not mutating:  # who wrote a StatefulSet's provenance annotation (engine.provenance)
         rules += [{"apiGroups": [g], "apiVersions": [v], "operations": ["CREATE", "UPDATE"], "resources": [r],
                    "scope": "Namespaced"} for g, v, r, _ in _provenance_kinds()]
