@@ -1,0 +1,59 @@
+"""Security properties that need no cluster (issue 33): key files written safely under any umask, and lint's warning
+on a controller account in a namespace the policy's users work in. (The attacks on a real apiserver:
+tests/integration/test_security_on_apiserver.py.)"""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+
+from support.paths import ROOT
+from support.policies import write_policy
+
+
+def _mode(path) -> int:
+    return stat.S_IMODE(os.lstat(path).st_mode)
+
+
+def test_certs_issue_under_umask_000_with_planted_temp_files_writes_keys_0600(tmp_path):
+    """Pre-made 0666 temp files (and a symlink planted at one) in the output directory: on main `certs issue` opened
+    them without O_EXCL/O_NOFOLLOW and left ca.key and tls.key 0666 (and followed the symlink)."""
+    out = tmp_path / "certs"
+    out.mkdir()
+    victim = tmp_path / "victim"
+    victim.write_text("not a key")
+    for name in ("ca.key", "tls.key", "ca.crt"):
+        planted = out / f".{name}.tmp"
+        planted.write_text("planted")
+        os.chmod(planted, 0o666)
+    os.symlink(victim, out / ".tls.crt.tmp")
+    fresh = tmp_path / "new" / "dir"
+    script = ("import os, sys; os.umask(0); from trainadmit.cli.main import main; "
+              "sys.exit(main(sys.argv[1:]))")
+    for target in (out, fresh):
+        done = subprocess.run([sys.executable, "-c", script, "certs", "issue", "--out", str(target)], cwd=ROOT,
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert _mode(target / "ca.key") == 0o600 and _mode(target / "tls.key") == 0o600
+        assert _mode(target / "tls.crt") == 0o644 and _mode(target / "ca.crt") == 0o644
+        assert not any(p.name.endswith(".tmp") for p in target.iterdir())
+    assert victim.read_text() == "not a key" and not (out / "tls.crt").is_symlink()
+    assert _mode(fresh) == 0o700  # the directory it created, whatever the umask
+
+
+def test_lint_warns_on_a_controller_account_in_a_namespace_a_quota_covers(tmp_path):
+    """`default:kuberay-operator` (what main trusted by default) named in Platform.spec.controllers, while the bundled
+    Quota `teams` covers namespace default: lint warns (the policy still loads)."""
+    from trainadmit.authoring.lint import lint
+
+    clean, _ = lint(write_policy(tmp_path / "bundled"))
+    assert not [f for f in clean if "is trusted as a controller" in f.message]
+    policy = write_policy(tmp_path / "minted", {"controllers": {
+        "rayclusters.ray.io": ["system:serviceaccount:default:kuberay-operator"]}})
+    findings, unreadable = lint(policy)
+    warned = [f for f in findings if "is trusted as a controller" in f.message]
+    assert not unreadable and len(warned) == 1 and warned[0].severity == "warning"
+    assert "system:serviceaccount:default:kuberay-operator" in warned[0].message and warned[0].file.endswith(
+        "quotas.yaml")
