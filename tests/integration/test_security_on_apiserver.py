@@ -15,6 +15,7 @@ trainadmit (or a VAP), by the user name the apiserver sends.
 
 from __future__ import annotations
 
+import base64
 import copy
 
 import pytest
@@ -169,3 +170,176 @@ def _kubectl_as(cluster, *args: str):
     return subprocess.run(["kubectl", "--kubeconfig", str(cluster.cp.kubeconfig), "--as", USER,
                            "--as-group", "system:masters", "--as-group", "system:authenticated", *args],
                           capture_output=True, text=True, timeout=60)
+
+
+# ---- trainadmit's own account: server-side dry runs as it -------------------------------------------------
+
+ACCOUNT = "system:serviceaccount:trainadmit-system:trainadmit"
+ACCOUNT_GROUPS = ("system:serviceaccounts", "system:serviceaccounts:trainadmit-system", "system:authenticated")
+FENCES = ("base/fence-workloads.yaml", "base/fence-quotas.yaml", "base/fence-pods.yaml")
+CERTS_OVERLAY = ("overlays/in-cluster-certs/rbac-certs.yaml", "overlays/in-cluster-certs/fence-certs.yaml")
+
+
+def _deploy(*files: str) -> list[dict]:
+    from support.controlplane import load_manifests
+    from support.paths import ROOT
+
+    return load_manifests(*(ROOT / "deploy" / f for f in files))
+
+
+@pytest.fixture(scope="module")
+def fenced(cluster):
+    """deploy/base's fences installed (as the default overlay installs them), until the module ends."""
+    objs = _deploy(*FENCES)
+    cluster.cp.apply(objs)
+    yield cluster.cp.http_as(ACCOUNT, ACCOUNT_GROUPS)
+    for obj in objs:
+        cluster.http.delete(obj)
+
+
+def _denied(call) -> str:
+    with pytest.raises(KubeError) as err:
+        call()
+    return err.value.message
+
+
+def _eventually_denied(call, what: str) -> str:
+    """A new ValidatingAdmissionPolicy takes effect once the apiserver's policy informer has it (about a second)."""
+    from support.controlplane import wait_until
+
+    found: list[str] = []
+
+    def denied() -> bool:
+        try:
+            call()
+        except KubeError as exc:
+            found.append(exc.message)
+            return exc.status in (403, 422)
+        return False
+    wait_until(denied, timeout=30, what=what)
+    return found[-1]
+
+
+def test_the_default_overlays_account_cannot_rewrite_its_webhook_configurations_or_secrets(cluster, webhook):
+    """On main a dry run as the account turned the validating webhook to failurePolicy Ignore and created Secrets."""
+    account = cluster.cp.http_as(ACCOUNT, ACCOUNT_GROUPS)
+    ref = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+           "metadata": {"name": "trainadmit"}}
+    ignore = [{"op": "replace", "path": "/webhooks/0/failurePolicy", "value": "Ignore"}]
+    assert "forbidden" in _denied(lambda: account.patch(ref, ignore, kind="json", dry_run=True)).lower()
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "trainadmit-tls", "namespace": "trainadmit-system"},
+              "type": "Opaque", "data": {}}
+    assert "forbidden" in _denied(lambda: account.create(secret, dry_run=True)).lower()
+
+
+def test_the_in_cluster_certs_account_may_change_only_the_ca_bundle_and_its_own_secret(cluster, webhook):
+    objs = _deploy(*CERTS_OVERLAY)
+    cluster.cp.apply(objs)
+    try:
+        account = cluster.cp.http_as(ACCOUNT, ACCOUNT_GROUPS)
+
+        def put(change) -> dict:  # the account may get and update (not patch): a dry-run PUT of the changed object
+            obj = account.get("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", "trainadmit")
+            change(obj["webhooks"][0])
+            return account.request("PUT", account._obj_path(obj), obj, query={"dryRun": "All"})
+
+        for change in (lambda w: w.update(failurePolicy="Ignore"),
+                       lambda w: w.update(clientConfig={"url": "https://evil.example:443/v",
+                                                        "caBundle": w["clientConfig"].get("caBundle", "")}),
+                       lambda w: w.update(rules=[])):
+            message = _eventually_denied(lambda c=change: put(c), "the fence to refuse a webhook change")
+            assert "trainadmit-fence-webhook-configurations" in message, message
+        other_ca = base64.b64encode(b"-----BEGIN CERTIFICATE-----\n").decode()
+        assert put(lambda w: w["clientConfig"].update(caBundle=other_ca))["metadata"]["name"] == "trainadmit"
+        other = {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+                 "metadata": {"name": "stolen", "namespace": "trainadmit-system"},
+                 "data": {"tls.crt": "", "tls.key": ""}}
+        assert "trainadmit-fence-secrets" in _eventually_denied(lambda: account.create(other, dry_run=True),
+                                                                "the fence to refuse another Secret")
+        own = {**other, "metadata": {"name": "trainadmit-tls", "namespace": "trainadmit-system"}}
+        assert account.create(own, dry_run=True)["metadata"]["name"] == "trainadmit-tls"
+    finally:
+        for obj in objs:
+            cluster.http.delete(obj)
+
+
+def test_the_account_may_write_only_its_annotation_on_users_workloads(cluster, webhook, fenced):
+    """On main a dry run as the account set a Job's activeDeadlineSeconds (and a RayCluster's head image)."""
+    http = cluster.cp.http
+    submitted = job(name="fenced", namespace=NS, workers=1)
+    submitted["spec"]["suspend"] = True
+    http.create(submitted)
+    ref = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "fenced", "namespace": NS}}
+    try:
+        message = _eventually_denied(lambda: fenced.patch(ref, {"spec": {"activeDeadlineSeconds": 1}}, dry_run=True),
+                                     "the workloads fence to refuse a spec change")
+        assert "trainadmit-fence-workloads" in message, message
+        labelled = {"metadata": {"labels": {"team": "other"}}}
+        assert "trainadmit-fence-workloads" in _denied(lambda: fenced.patch(ref, labelled, dry_run=True))
+        foreign = {"metadata": {"annotations": {"example.com/owner": "mallory"}}}
+        assert "trainadmit-fence-workloads" in _denied(lambda: fenced.patch(ref, foreign, dry_run=True))
+        ours = {"metadata": {"annotations": {"trainadmit.io/preflight": '{"failed": 0}'}}}
+        assert fenced.patch(ref, ours, dry_run=True)["metadata"]["annotations"]["trainadmit.io/preflight"]
+    finally:
+        http.delete(ref, propagation="Background")
+
+
+def test_the_account_may_write_only_its_budget_quota_outside_exempt_namespaces(cluster, webhook, fenced):
+    """On main a dry run as the account created `pods=0` in kube-system."""
+    def quota(name: str, namespace: str, hard: dict) -> dict:
+        return {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": name, "namespace": namespace},
+                "spec": {"hard": hard}}
+    budget = {"requests.nvidia.com/gpu": "64"}
+    message = _eventually_denied(lambda: fenced.create(quota("pods", "kube-system", {"pods": "0"}), dry_run=True),
+                                 "the quotas fence to refuse a quota in kube-system")
+    assert "trainadmit-fence-quotas" in message, message
+    for bad in (quota("trainadmit-gpu-budget", "kube-system", budget), quota("other", NS, budget),
+                quota("trainadmit-gpu-budget", NS, {"pods": "0"}),
+                quota("trainadmit-gpu-budget", NS, {"requests.cpu": "0"})):
+        assert "trainadmit-fence-quotas" in _denied(lambda b=bad: fenced.create(b, dry_run=True)), bad
+    assert fenced.create(quota("trainadmit-gpu-budget", NS, budget), dry_run=True)["spec"]["hard"] == budget
+
+
+def test_the_account_may_only_ungate_and_place_a_pod(cluster, webhook, fenced):
+    """CONTRACTS §1: remove the trainadmit.io/placement gate, add nodeSelector keys, set trainadmit.io/placement-domain;
+    nothing else. (RBAC for Pods is the placement gate's; the account is given patch here to reach admission.)"""
+    http = cluster.cp.http
+    rbac = [{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+             "metadata": {"name": "fence-test-pods", "namespace": NS},
+             "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "patch"]}]},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+             "metadata": {"name": "fence-test-pods", "namespace": NS},
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "fence-test-pods"},
+             "subjects": [{"kind": "ServiceAccount", "name": "trainadmit", "namespace": "trainadmit-system"}]}]
+    cluster.cp.apply(rbac)
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "gated", "namespace": NS},
+           "spec": {"schedulingGates": [{"name": "trainadmit.io/placement"}, {"name": "example.com/other"}],
+                    "nodeSelector": {"trainadmit.io/pool": "h100-ib"},
+                    "containers": [{"name": "c", "image": "registry.local/t:1"}]}}
+    http.create(pod)
+    ref = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "gated", "namespace": NS}}
+    try:
+        ungate = [{"op": "add", "path": "/spec/nodeSelector/example.com~1rack", "value": "rack-1"},
+                  {"op": "remove", "path": "/spec/schedulingGates/0"},
+                  {"op": "add", "path": "/metadata/annotations", "value": {"trainadmit.io/placement-domain": "rack-1"}}]
+        wrong = (
+            [{"op": "remove", "path": "/spec/schedulingGates/1"}],  # someone else's gate
+            [{"op": "add", "path": "/spec/affinity", "value": {"nodeAffinity": {  # allowed by the apiserver while gated
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "example.com/anywhere", "operator": "Exists"}]}]}}}}],
+            [{"op": "replace", "path": "/spec/containers/0/image", "value": "registry.local/evil:1"}],
+            [{"op": "add", "path": "/spec/tolerations/-", "value": {"operator": "Exists"}}],
+            [{"op": "add", "path": "/metadata/labels", "value": {"team": "other"}}],
+        )
+        message = _eventually_denied(lambda: fenced.patch(ref, list(wrong[0]), kind="json", dry_run=True),
+                                     "the pods fence to refuse removing another gate")
+        assert "trainadmit-fence-pods" in message, message
+        for patch in wrong[1:]:
+            assert "trainadmit-fence-pods" in _denied(lambda p=patch: fenced.patch(ref, p, kind="json", dry_run=True))
+        placed = fenced.patch(ref, ungate, kind="json", dry_run=True)
+        assert placed["spec"]["schedulingGates"] == [{"name": "example.com/other"}]
+        assert placed["spec"]["nodeSelector"]["example.com/rack"] == "rack-1"
+    finally:
+        http.delete(ref)
+        for obj in rbac:
+            http.delete(obj)

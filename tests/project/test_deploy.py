@@ -71,11 +71,21 @@ def test_deployment_is_replicated_and_restricted():
     assert pdb["spec"]["selector"]["matchLabels"] == dep["spec"]["selector"]["matchLabels"]
 
 
+def _bound_roles(objs) -> list[tuple[dict, bool]]:
+    """Every role bound to trainadmit's ServiceAccount, and whether it is namespaced."""
+    out = []
+    for binding_kind, kind, namespaced in (("ClusterRoleBinding", "ClusterRole", False), ("RoleBinding", "Role", True)):
+        for binding in (o for o in objs if o["kind"] == binding_kind):
+            if any(s.get("kind") == "ServiceAccount" and s["name"] == "trainadmit" for s in binding["subjects"]):
+                out.append((one(objs, kind, binding["roleRef"]["name"]), namespaced))
+    return out
+
+
 def _granted(objs) -> set[tuple]:
     """(group, resource, verb, name or "", namespaced) for every rule of trainadmit's roles."""
     out = set()
-    for kind, namespaced in (("ClusterRole", False), ("Role", True)):
-        for rule in one(objs, kind)["rules"]:
+    for role, namespaced in _bound_roles(objs):
+        for rule in role["rules"]:
             for g in rule["apiGroups"]:
                 for r in rule["resources"]:
                     for v in rule["verbs"]:
@@ -94,19 +104,31 @@ def declared_permissions():
     return (*VIEW, *reconciler_permissions(), *PREFLIGHT, *LEASE_PERMISSIONS, *CERTS, *SCALE_PERMISSIONS)
 
 
+def _declared(certs: bool) -> set[tuple]:
+    from trainadmit.certs.incluster import PERMISSIONS as CERTS
+
+    return {(p.group, p.resource, v, n, p.namespaced) for p in declared_permissions() for v in p.verbs
+            for n in (p.names or ("",)) if certs or p not in CERTS}
+
+
+def test_in_cluster_certs_rbac_adds_exactly_the_certificate_controllers_calls():
+    granted = _granted(render("in-cluster-certs"))
+    assert granted == _declared(certs=True)
+    assert granted - _granted(render("default")) == _declared(True) - _declared(False)
+
+
 def test_rbac_grants_exactly_what_the_code_calls():
     objs = render("default")
-    declared = {(p.group, p.resource, v, n, p.namespaced) for p in declared_permissions() for v in p.verbs
-                for n in (p.names or ("",))}
+    declared = _declared(certs=False)  # --manage-certs is the in-cluster-certs overlay's
     granted = _granted(objs)
     assert granted - declared == set(), "deploy/base/rbac.yaml grants more than the server calls"
     assert declared - granted == set(), "deploy/base/rbac.yaml lacks what the server calls"
+    # no write on its webhook configurations, and no Secret at all, outside the in-cluster-certs overlay
+    assert not {g for g in granted if g[1].endswith("webhookconfigurations") or g[1] == "secrets"}
     cluster = one(objs, "ClusterRole")
     assert not any("*" in rule["verbs"] or "*" in rule["resources"] for rule in cluster["rules"])
     writes = {(g, r, v) for (g, r, v, _, ns) in granted if v in ("create", "update", "patch", "delete") and not ns}
     assert {(g, r) for g, r, _ in writes if r != "podgroups"} == {
-        ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"),
-        ("admissionregistration.k8s.io", "validatingwebhookconfigurations"),
         # the preflight status: an annotation on the workloads whose Pods it reads, and Events
         ("batch", "jobs"), ("kubeflow.org", "pytorchjobs"), ("kubeflow.org", "mpijobs"), ("kubeflow.org", "tfjobs"),
         ("kubeflow.org", "paddlejobs"), ("ray.io", "rayclusters"), ("batch.volcano.sh", "jobs"), ("", "events"),
@@ -122,10 +144,9 @@ def test_rbac_grants_exactly_what_the_code_calls():
     assert {v for g, r, v in writes if r == "podgroups"} == {"create", "patch"}
     assert {v for g, r, v in writes if r in ("jobs", "pytorchjobs", "mpijobs", "tfjobs", "paddlejobs",
                                              "rayclusters")} == {"patch"}
-    webhook_rule = next(r for r in cluster["rules"] if "admissionregistration.k8s.io" in r["apiGroups"])
-    assert webhook_rule["resourceNames"] == ["trainadmit"]
+    assert not [r for r in cluster["rules"] if "admissionregistration.k8s.io" in r["apiGroups"]]
     role = one(objs, "Role")
-    assert all(r["resources"] in (["secrets"], ["leases"]) for r in role["rules"])
+    assert all(r["resources"] == ["leases"] for r in role["rules"])
 
 
 def test_every_podgroup_the_engine_asks_for_is_in_the_reconcilers_rbac(tmp_path):

@@ -57,3 +57,21 @@ def test_lint_warns_on_a_controller_account_in_a_namespace_a_quota_covers(tmp_pa
     assert not unreadable and len(warned) == 1 and warned[0].severity == "warning"
     assert "system:serviceaccount:default:kuberay-operator" in warned[0].message and warned[0].file.endswith(
         "quotas.yaml")
+
+
+def test_the_fences_are_generated_and_name_what_the_code_writes(policy):
+    """deploy/'s ValidatingAdmissionPolicies are current, and fence exactly the names the code writes."""
+    from trainadmit.authoring import fences
+    from trainadmit.certs.incluster import SECRET, WEBHOOK_CONFIGURATION
+    from trainadmit.cluster.budget import BUDGET_NAME
+    from trainadmit.cluster.preflight_status import POD_OWNERS
+
+    for relative in fences.FILES:
+        assert (ROOT / "deploy" / relative).read_text() == fences.render(relative), \
+            "regenerate: python -m trainadmit.authoring.fences deploy"
+    assert fences.PATCHED_WORKLOADS == POD_OWNERS
+    assert fences.ANNOTATION == policy.keys.preflight and fences.BUDGET == BUDGET_NAME
+    assert fences.SECRET == SECRET and fences.WEBHOOKS == WEBHOOK_CONFIGURATION
+    assert set(fences.EXEMPT) == set(policy.platform.exemptNamespaces)
+    kustomization = (ROOT / "deploy" / "base" / "kustomization.yaml").read_text()
+    assert all(f"- {r.split('/', 1)[1]}" in kustomization for r in fences.FILES if r.startswith("base/"))
