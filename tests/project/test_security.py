@@ -70,7 +70,7 @@ def test_the_fences_are_generated_and_name_what_the_code_writes(policy):
         assert (ROOT / "deploy" / relative).read_text() == fences.render(relative), \
             "regenerate: python -m trainadmit.authoring.fences deploy"
     assert fences.PATCHED_WORKLOADS == POD_OWNERS
-    assert fences.ANNOTATION == policy.keys.preflight and fences.BUDGET == BUDGET_NAME
+    assert policy.keys.preflight == fences.ANNOTATION and fences.BUDGET == BUDGET_NAME
     assert fences.SECRET == SECRET and fences.WEBHOOKS == WEBHOOK_CONFIGURATION
     assert set(fences.EXEMPT) == set(policy.platform.exemptNamespaces)
     kustomization = (ROOT / "deploy" / "base" / "kustomization.yaml").read_text()

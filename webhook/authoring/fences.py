@@ -5,7 +5,8 @@ RBAC grants verbs on resources (and on names, except for create), never on field
 users' Jobs to write one annotation may patch anything in them. Each policy here is bound to the account alone
 (``matchConditions`` on ``request.userInfo.username``) and lets it change only what the code writes:
 
-- workloads (``PATCHED_WORKLOADS``, the preflight status's ``POD_OWNERS``): the ``trainadmit.io/preflight`` annotation, nothing else;
+- workloads (``PATCHED_WORKLOADS``, the preflight status's ``POD_OWNERS``): the ``trainadmit.io/preflight``
+  annotation, nothing else;
 - ResourceQuotas: only ``trainadmit-gpu-budget`` (``budget.BUDGET_NAME``), never in an exempt namespace, holding
   only ``requests.<extended resource>`` limits and no scopes;
 - Pods (CONTRACTS §1, the placement gate): remove the ``trainadmit.io/placement`` gate, add nodeSelector keys,
