@@ -343,3 +343,52 @@ def test_the_account_may_only_ungate_and_place_a_pod(cluster, webhook, fenced):
         http.delete(ref)
         for obj in rbac:
             http.delete(obj)
+
+
+# ---- what the account may do, as the apiserver says it --------------------------------------------------
+
+SECURITY_DOC = "docs/security.md"
+CAN_I_BEGIN, CAN_I_END = "<!-- BEGIN kubectl auth can-i --list -->", "<!-- END kubectl auth can-i --list -->"
+
+
+def can_i_list(cluster) -> str:
+    """`kubectl auth can-i --list` as the account in its namespace (deploy/base's RBAC), rows sorted."""
+    import subprocess
+
+    out = subprocess.run(["kubectl", "--kubeconfig", str(cluster.cp.kubeconfig), "auth", "can-i", "--list",
+                          "-n", "trainadmit-system", "--as", ACCOUNT, *(f"--as-group={g}" for g in ACCOUNT_GROUPS)],
+                         capture_output=True, text=True, check=True, timeout=60).stdout
+    head, *rows = out.rstrip("\n").splitlines()
+    return "\n".join([head.rstrip(), *sorted(r.rstrip() for r in rows)])
+
+
+def _rows(text: str) -> set[tuple[str, str, str]]:
+    """(resource.group, resourceName or "", verb) of every row naming a resource (not the non-resource URLs)."""
+    import re
+
+    out = set()
+    for line in text.splitlines()[1:]:
+        cols = re.split(r"\s{2,}", line.strip())
+        if len(cols) != 4 or cols[0].startswith("["):  # a non-resource URL row has no resource column
+            continue
+        resource, _, names, verbs = cols
+        for name in names.strip("[]").split() or [""]:
+            for verb in verbs.strip("[]").split():
+                out.add((resource, name, verb))
+    return out
+
+
+def test_can_i_list_as_the_account_is_what_the_code_declares_and_what_the_doc_shows(cluster):
+    from support.paths import ROOT
+    from test_deploy import _declared
+
+    listed = can_i_list(cluster)
+    rows = _rows(listed)
+    declared = {(f"{r}.{g}" if g else r, n, v) for g, r, v, n, _ in _declared(certs=False)}
+    ours = {row for row in rows if row[0].split(".", 1)[0] not in (
+        "selfsubjectreviews", "selfsubjectaccessreviews", "selfsubjectrulesreviews")}
+    assert ours == declared, "the account's RBAC (as the apiserver lists it) differs from what the code declares"
+    doc = (ROOT / SECURITY_DOC).read_text()
+    block = doc[doc.index(CAN_I_BEGIN) + len(CAN_I_BEGIN):doc.index(CAN_I_END)].strip().removeprefix("```").removesuffix(
+        "```").strip()
+    assert block == listed, f"paste into {SECURITY_DOC} between the markers:\n```\n{listed}\n```"
