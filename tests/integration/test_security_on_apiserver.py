@@ -392,3 +392,28 @@ def test_can_i_list_as_the_account_is_what_the_code_declares_and_what_the_doc_sh
     block = doc[doc.index(CAN_I_BEGIN) + len(CAN_I_BEGIN):doc.index(CAN_I_END)].strip().removeprefix("```").removesuffix(
         "```").strip()
     assert block == listed, f"paste into {SECURITY_DOC} between the markers:\n```\n{listed}\n```"
+
+
+def test_an_update_changing_neither_spec_nor_a_trainadmit_key_is_not_sent(webhook, cluster):
+    """A label of the user's own, a finalizer (the garbage collector's foreground deletion): the apiserver does not
+    call /validate (an outage of trainadmit does not hold them); a trainadmit key or the spec: it does. On main every
+    UPDATE of a GPU Job was sent."""
+    http = cluster.cp.http
+    submitted = job(name="quiet", namespace=NS, workers=1)
+    submitted["spec"]["suspend"] = True
+    http.create(submitted)
+    ref = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "quiet", "namespace": NS}}
+    try:
+        def calls() -> float:
+            return cluster.cp.webhook_calls().get("validate.trainadmit.io", 0.0)
+
+        before = calls()
+        http.patch(ref, {"metadata": {"labels": {"team": "vision"}, "finalizers": ["example.com/hold"]}})
+        assert calls() == before
+        http.patch(ref, {"metadata": {"annotations": {"trainadmit.io/topology": "rack"}}})
+        assert calls() == before + 1
+        http.patch(ref, {"spec": {"suspend": False}})
+        assert calls() == before + 2
+    finally:
+        http.patch(ref, {"metadata": {"finalizers": None}})
+        http.delete(ref, propagation="Background")

@@ -75,3 +75,41 @@ def test_the_fences_are_generated_and_name_what_the_code_writes(policy):
     assert set(fences.EXEMPT) == set(policy.platform.exemptNamespaces)
     kustomization = (ROOT / "deploy" / "base" / "kustomization.yaml").read_text()
     assert all(f"- {r.split('/', 1)[1]}" in kustomization for r in fences.FILES if r.startswith("base/"))
+
+
+def test_tls_1_2_offers_only_forward_secret_aead_suites(tmp_path):
+    import ssl
+
+    from trainadmit.certs import pki
+    from trainadmit.server.runtime import CertStore
+
+    pki.issue(tmp_path, "trainadmit", "trainadmit-system")
+    context = CertStore(tmp_path / "tls.crt", tmp_path / "tls.key").context()
+    tls12 = [c for c in context.get_ciphers() if c["protocol"] == "TLSv1.2"]
+    assert tls12 and all(c["aead"] and c["kea"] == "kx-ecdhe" for c in tls12), [c["name"] for c in tls12]
+    assert context.minimum_version == ssl.TLSVersion.TLSv1_2
+
+
+def test_readyz_shows_no_file_or_line_of_the_policy_directory():
+    from trainadmit.server.app import without_paths
+
+    shown = without_paths("/policies/..2026_12_02/pools.yaml:12: error: spec.gpu.perNode: not a whole number")
+    assert "perNode" in shown and "/policies" not in shown and "pools.yaml" not in shown and ":12" not in shown
+
+
+def test_url_output_keeps_the_namespaces_pod_security_labels(policy):
+    import yaml
+
+    from trainadmit.authoring.webhooks import webhook_configurations
+
+    namespace = yaml.safe_load((ROOT / "deploy" / "base" / "namespace.yaml").read_text())
+    [ns] = [d for d in yaml.safe_load_all(webhook_configurations(policy, url="https://127.0.0.1:8443"))
+            if d and d["kind"] == "Namespace"]
+    assert ns["metadata"]["labels"] == namespace["metadata"]["labels"]
+
+
+def test_the_deployment_is_system_cluster_critical():
+    import yaml
+
+    deployment = yaml.safe_load((ROOT / "deploy" / "base" / "deployment.yaml").read_text())
+    assert deployment["spec"]["template"]["spec"]["priorityClassName"] == "system-cluster-critical"

@@ -70,6 +70,9 @@ URL_HEADER = """\
 """
 
 
+POD_SECURITY = {"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/warn": "restricted"}
+
+
 class WebhookURLError(ValueError):
     """A ``--url`` the apiserver would not accept for a webhook."""
 
@@ -236,6 +239,19 @@ def _webhook(policy: PolicySet, name: str, path: str, namespace: str, service: s
     gpu = " || ".join(clauses)
     conditions = [{"name": "not-created-by-a-decided-workload", "expression": _not_a_child(policy)}]
     if not mutating:
+        prefix = policy.platform.intentPrefix + "/"
+        changed = " || ".join(
+            f"(has(object.metadata.{m}) && object.metadata.{m}.exists(k, k.startsWith('{prefix}') && "
+            f"(!has(oldObject.metadata.{m}) || !(k in oldObject.metadata.{m}) || "
+            f"oldObject.metadata.{m}[k] != object.metadata.{m}[k]))) || "
+            f"(has(oldObject.metadata.{m}) && oldObject.metadata.{m}.exists(k, k.startsWith('{prefix}') && "
+            f"(!has(object.metadata.{m}) || !(k in object.metadata.{m}))))" for m in ("labels", "annotations"))
+        # a finalizer, a label of someone else's, the garbage collector's foreground deletion: no call, so an
+        # outage of trainadmit never holds them (the rules read the spec and trainadmit's keys only)
+        conditions.append({"name": "changes-spec-or-trainadmit-keys", "expression":
+                           "request.operation != 'UPDATE' || (has(request.subResource) && request.subResource != '') "
+                           "|| !has(object.spec) || !has(oldObject.spec) || object.spec != oldObject.spec || "
+                           f"{changed}"})
         conditions.append({"name": "not-status", "expression": "!has(request.subResource) || "
                            "request.subResource == '' || request.subResource == 'scale'"})
     # a Scale holds no template: every /scale UPDATE of a kind whose rules list it is decided on the stored workload
@@ -288,7 +304,9 @@ def webhook_configurations(policy: PolicySet, name: str = "trainadmit", namespac
                                                                            width=100000)
     from .priorityclasses import priority_class_objects
 
-    docs = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+    # the labels deploy/base/namespace.yaml gives it: `kubectl apply` of this output on a cluster installed from
+    # deploy/ must not drop its Pod Security level
+    docs = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": dict(POD_SECURITY)}},
             *priority_class_objects(policy), mutating, validating]
     header = URL_HEADER.replace("{source}", source, 1).replace("{url}", base)
     return header + yaml.safe_dump_all(docs, sort_keys=False, width=100000)

@@ -81,6 +81,14 @@ def fetch_stored(group: str, version: str, plural: str, namespace: str, name: st
     return found if isinstance(found, dict) else None
 
 
+def without_paths(text: str) -> str:
+    """A reload error as /readyz shows it to anyone who reaches the port: what is wrong, not which file and line
+    of the policy directory (the server's log has those)."""
+    import re
+
+    return re.sub(r"\S*\.ya?ml(?::\d+)*:?\s*", "", text).strip()
+
+
 def _json(body: dict, status: int = 200) -> Response:
     return Response(json.dumps(body, separators=(",", ":")), status=status, mimetype=JSON)
 
@@ -188,7 +196,7 @@ def create_app(settings: ServerSettings | None = None, controllers: ControllerSt
         if degraded:
             body["degraded"] = degraded
         if policies.last_error:
-            body["lastReloadError"] = policies.last_error
+            body["lastReloadError"] = without_paths(policies.last_error)
         return _json(body)
 
     @app.get("/metrics")
