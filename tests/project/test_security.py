@@ -113,3 +113,22 @@ def test_the_deployment_is_system_cluster_critical():
 
     deployment = yaml.safe_load((ROOT / "deploy" / "base" / "deployment.yaml").read_text())
     assert deployment["spec"]["template"]["spec"]["priorityClassName"] == "system-cluster-critical"
+
+
+def test_the_pod_cidr_is_one_kustomize_setting(tmp_path):
+    """deploy/base/pod-network.yaml's podCIDR is what the rendered NetworkPolicy keeps out (and the setting itself is
+    not applied)."""
+    import shutil
+
+    import yaml
+
+    copy = tmp_path / "deploy"
+    shutil.copytree(ROOT / "deploy", copy)
+    setting = copy / "base" / "pod-network.yaml"
+    setting.write_text(setting.read_text().replace("10.244.0.0/16", "192.168.0.0/16"))
+    out = subprocess.run(["kubectl", "kustomize", str(copy / "overlays" / "default")], capture_output=True, text=True,
+                         check=True, timeout=60).stdout
+    docs = [d for d in yaml.safe_load_all(out) if d]
+    [policy] = [d for d in docs if d["kind"] == "NetworkPolicy"]
+    assert policy["spec"]["ingress"][0]["from"][0]["ipBlock"]["except"] == ["192.168.0.0/16"]
+    assert not [d for d in docs if d["metadata"]["name"] == "trainadmit-pod-network"]
