@@ -8,6 +8,7 @@ All functions take ``now`` so that expiry windows are tested with an injected cl
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import ipaddress
 import os
@@ -163,20 +164,54 @@ def load_key(pem: bytes):
     return serialization.load_pem_private_key(pem, password=None)
 
 
-def write_private(path: Path, data: bytes) -> None:
-    """Write a file readable by its owner only, atomically (rename), so no reader sees half a key."""
+def _write_new(path: Path, data: bytes, mode: int) -> None:
+    """Write ``data`` to ``path`` through a fresh temporary file and a rename, so no reader sees half a file.
+
+    Whatever stood at the temporary name (a stale temp of a crashed run, a file or a symlink someone planted) is
+    unlinked first; the file is then created exclusively and never through a symlink (``O_EXCL | O_NOFOLLOW``),
+    and ``fchmod`` gives it exactly ``mode`` whatever the umask (a umask of 000 would otherwise leave what
+    ``os.open``'s mode allows)."""
     tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600)
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as f:
+            fd = -1
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
     os.replace(tmp, path)
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """A file readable by its owner only (0600), written atomically (``_write_new``)."""
+    _write_new(path, data, 0o600)
 
 
 def write_public(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
+    """A certificate (0644), written atomically (``_write_new``)."""
+    _write_new(path, data, 0o644)
+
+
+def make_private_dir(path: Path) -> None:
+    """The certificate directory: created 0700 whatever the umask (parents as the umask makes them); an existing
+    directory is left as the operator made it."""
+    if path.is_dir():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        return
+    os.chmod(path, 0o700)  # mkdir's mode is cut by the umask only, never widened: this makes it exact
 
 
 @dataclass
@@ -202,7 +237,7 @@ class CertDir:
         return self.path / "tls.key"
 
     def write(self, bundle: list[x509.Certificate], ca: KeyPair | None, serving: KeyPair) -> None:
-        self.path.mkdir(parents=True, exist_ok=True)
+        make_private_dir(self.path)
         write_public(self.ca_crt, b"".join(c.public_bytes(serialization.Encoding.PEM) for c in bundle))
         if ca is not None:
             write_private(self.ca_key, ca.key_pem())

@@ -1,6 +1,7 @@
 """Certificates through a real kube-apiserver: `certs inject-ca --apply` and the in-cluster certificate
-controller (two Lease-elected replicas, as trainadmit's ServiceAccount), on the live webhook
-configurations that point at the running trainadmit server."""
+controller (two Lease-elected replicas, as trainadmit's ServiceAccount with the in-cluster-certs overlay's RBAC,
+under its ValidatingAdmissionPolicy fence), on the live webhook configurations that point at the running trainadmit
+server."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ import pytest
 from cryptography import x509
 from support.builders import job
 from support.cli import run_cli
+from support.controlplane import load_manifests, wait_until
 from support.kube_fixtures import APISERVER, SYSTEM_NS, TEAM_NAMESPACES, WEBHOOK_NAMES
+from support.paths import ROOT
 
 from trainadmit.certs import pki
 from trainadmit.certs.incluster import SECRET, CertController
@@ -67,9 +70,20 @@ def _controllers(cluster, tmp_path, clock):
                            identity=name, clock=lambda: clock[0], log=lambda m: None) for name in ("pod-a", "pod-b")]
 
 
+IN_CLUSTER_CERTS = ROOT / "deploy" / "overlays" / "in-cluster-certs"
+
+
 @pytest.fixture
 def clean_certs(cluster):
+    """The in-cluster-certs overlay's RBAC and its fence (the default overlay's account may write neither its
+    webhook configurations nor Secrets) for the test; removed with what the controller wrote."""
+    objs = load_manifests(IN_CLUSTER_CERTS / "rbac-certs.yaml", IN_CLUSTER_CERTS / "fence-certs.yaml")
+    cluster.cp.apply(objs)
+    wait_until(lambda: cluster.cp.can_i(f"system:serviceaccount:{SYSTEM_NS}:trainadmit", "create", "secrets",
+                                        namespace=SYSTEM_NS), timeout=30, what="the in-cluster-certs RBAC to apply")
     yield
+    for obj in objs:
+        cluster.http.delete(obj)
     for kind, name in (("Secret", SECRET), ("Lease", CERTS_LEASE)):
         cluster.http.delete({"apiVersion": "v1" if kind == "Secret" else "coordination.k8s.io/v1", "kind": kind,
                              "metadata": {"name": name, "namespace": SYSTEM_NS}})

@@ -13,7 +13,7 @@ import yaml
 from support.builders import with_gpus
 from support.manifests import load_yaml, review
 from support.paths import EXAMPLES, FIXTURES, ROOT
-from support.permissions import declared_permissions
+from support.permissions import declared
 from support.schemas import schema_errors
 
 from trainadmit.engine import match
@@ -72,11 +72,21 @@ def test_deployment_is_replicated_and_restricted():
     assert pdb["spec"]["selector"]["matchLabels"] == dep["spec"]["selector"]["matchLabels"]
 
 
+def _bound_roles(objs) -> list[tuple[dict, bool]]:
+    """Every role bound to trainadmit's ServiceAccount, and whether it is namespaced."""
+    out = []
+    for binding_kind, kind, namespaced in (("ClusterRoleBinding", "ClusterRole", False), ("RoleBinding", "Role", True)):
+        for binding in (o for o in objs if o["kind"] == binding_kind):
+            if any(s.get("kind") == "ServiceAccount" and s["name"] == "trainadmit" for s in binding["subjects"]):
+                out.append((one(objs, kind, binding["roleRef"]["name"]), namespaced))
+    return out
+
+
 def _granted(objs) -> set[tuple]:
     """(group, resource, verb, name or "", namespaced) for every rule of trainadmit's roles."""
     out = set()
-    for kind, namespaced in (("ClusterRole", False), ("Role", True)):
-        for rule in one(objs, kind)["rules"]:
+    for role, namespaced in _bound_roles(objs):
+        for rule in role["rules"]:
             for g in rule["apiGroups"]:
                 for r in rule["resources"]:
                     for v in rule["verbs"]:
@@ -85,19 +95,24 @@ def _granted(objs) -> set[tuple]:
     return out
 
 
+def test_in_cluster_certs_rbac_adds_exactly_the_certificate_controllers_calls():
+    granted = _granted(render("in-cluster-certs"))
+    assert granted == declared(certs=True)
+    assert granted - _granted(render("default")) == declared(True) - declared(False)
+
+
 def test_rbac_grants_exactly_what_the_code_calls():
     objs = render("default")
-    declared = {(p.group, p.resource, v, n, p.namespaced) for p in declared_permissions() for v in p.verbs
-                for n in (p.names or ("",))}
+    calls = declared(certs=False)  # --manage-certs is the in-cluster-certs overlay's
     granted = _granted(objs)
-    assert granted - declared == set(), "deploy/base/rbac.yaml grants more than the server calls"
-    assert declared - granted == set(), "deploy/base/rbac.yaml lacks what the server calls"
+    assert granted - calls == set(), "deploy/base/rbac.yaml grants more than the server calls"
+    assert calls - granted == set(), "deploy/base/rbac.yaml lacks what the server calls"
+    # no write on its webhook configurations, and no Secret at all, outside the in-cluster-certs overlay
+    assert not {g for g in granted if g[1].endswith("webhookconfigurations") or g[1] == "secrets"}
     cluster = one(objs, "ClusterRole")
     assert not any("*" in rule["verbs"] or "*" in rule["resources"] for rule in cluster["rules"])
     writes = {(g, r, v) for (g, r, v, _, ns) in granted if v in ("create", "update", "patch", "delete") and not ns}
     assert {(g, r) for g, r, _ in writes if r != "podgroups"} == {
-        ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"),
-        ("admissionregistration.k8s.io", "validatingwebhookconfigurations"),
         # the preflight status: an annotation on the workloads whose Pods it reads, and Events
         ("batch", "jobs"), ("kubeflow.org", "pytorchjobs"), ("kubeflow.org", "mpijobs"), ("kubeflow.org", "tfjobs"),
         ("kubeflow.org", "paddlejobs"), ("ray.io", "rayclusters"), ("batch.volcano.sh", "jobs"), ("", "events"),
@@ -115,10 +130,9 @@ def test_rbac_grants_exactly_what_the_code_calls():
     assert {v for g, r, v in writes if r == "podgroups"} == {"create", "patch"}
     assert {v for g, r, v in writes if r in ("jobs", "pytorchjobs", "mpijobs", "tfjobs", "paddlejobs",
                                              "rayclusters")} == {"patch"}
-    webhook_rule = next(r for r in cluster["rules"] if "admissionregistration.k8s.io" in r["apiGroups"])
-    assert webhook_rule["resourceNames"] == ["trainadmit"]
+    assert not [r for r in cluster["rules"] if "admissionregistration.k8s.io" in r["apiGroups"]]
     role = one(objs, "Role")
-    assert all(r["resources"] in (["secrets"], ["leases"]) for r in role["rules"])
+    assert all(r["resources"] == ["leases"] for r in role["rules"])
 
 
 def test_every_podgroup_the_engine_asks_for_is_in_the_reconcilers_rbac(tmp_path):
@@ -168,8 +182,13 @@ def test_webhook_configurations_are_narrow_and_bounded():
         assert set(expr["values"]) == EXEMPT
         resources = {(g, r) for rule in wh["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
         # templates other workloads inherit (Trainer's runtimes) are validated, never mutated
+        # and a LeaderWorkerSet's StatefulSets, whose provenance annotation only LWS's controller may write, and the
+        # scale subresource of the kinds whose CRD has one (`kubectl scale` is a resize)
         assert resources == {(a.group, a.plural) for a in ADAPTERS
-                             if wh is validating or not capable(a, InheritedTemplate)}
+                             if wh is validating or not capable(a, InheritedTemplate)} | (
+                                 {("apps", "statefulsets")} | {(a.group, f"{a.plural}/scale") for a in ADAPTERS
+                                                               if a.scale_path is not None}
+                                 if wh is validating else set())
         scopes = {(r, rule["scope"]) for rule in wh["rules"] for r in rule["resources"]}
         assert all(scope == ("Namespaced" if a.namespaced else "Cluster") for a in ADAPTERS
                    for r, scope in scopes if r == a.plural)
@@ -179,6 +198,7 @@ def test_webhook_configurations_are_narrow_and_bounded():
     assert validating["clientConfig"]["service"]["path"] == "/validate"
     assert {op for r in mutating["rules"] for op in r["operations"]} == {"CREATE"}
     assert {op for r in validating["rules"] for op in r["operations"]} == {"CREATE", "UPDATE"}
+    assert all(r["operations"] == ["UPDATE"] for r in validating["rules"] if any("/" in x for x in r["resources"]))
     assert "DELETE" not in {op for r in validating["rules"] for op in r["operations"]}
 
 
@@ -341,6 +361,21 @@ def test_network_policy_admits_only_non_pod_addresses_to_the_webhook_port(overla
     assert blocks and all(block["except"] for block in blocks if block["cidr"] == "0.0.0.0/0")  # the Pod network
     namespaces = [peer["namespaceSelector"] for peer in peers if "namespaceSelector" in peer]
     assert namespaces == [{"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}]
+
+
+def test_every_scale_subresource_of_a_handled_kind_isdeclared():
+    """A CRD's scale subresource writes its specReplicasPath: the adapter declares that field (``scale_path``), so that
+    `kubectl scale` is sent to /validate and decided as the resize it is."""
+    found = {}
+    for path in sorted((FIXTURES / "operators").glob("*/crds/*.yaml")):
+        for crd in load_yaml(path):
+            for version in (crd.get("spec") or {}).get("versions") or []:
+                scale = (version.get("subresources") or {}).get("scale")
+                adapter = adapter_for(f"{crd['spec']['group']}/{version['name']}", crd["spec"]["names"]["kind"])
+                if scale and adapter is not None:
+                    found[adapter.kind] = tuple(scale["specReplicasPath"].lstrip(".").split("."))
+    assert found == {a.kind: a.scale_path for a in ADAPTERS if a.scale_path is not None}
+    assert set(found) >= {"PyTorchJob", "PaddleJob", "LeaderWorkerSet"}
 
 
 def test_the_ci_check_role_grants_exactly_the_lists_check_reads():

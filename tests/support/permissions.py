@@ -11,5 +11,15 @@ def declared_permissions() -> tuple:
     from trainadmit.cluster.access import LEASE_PERMISSIONS, reconciler_permissions
     from trainadmit.cluster.live import PERMISSIONS as VIEW
     from trainadmit.cluster.preflight_status import PERMISSIONS as PREFLIGHT
+    from trainadmit.server.app import SCALE_PERMISSIONS
 
-    return (*VIEW, *reconciler_permissions(), *PREFLIGHT, *LEASE_PERMISSIONS, *CERTS)
+    return (*VIEW, *reconciler_permissions(), *PREFLIGHT, *LEASE_PERMISSIONS, *CERTS, *SCALE_PERMISSIONS)
+
+
+def declared(certs: bool) -> set[tuple]:
+    """(group, resource, verb, name, namespaced) of every call the server makes; ``certs``: with ``--manage-certs``'s
+    (the in-cluster-certs overlay grants those)."""
+    from trainadmit.certs.incluster import PERMISSIONS as CERTS
+
+    return {(p.group, p.resource, v, n, p.namespaced) for p in declared_permissions() for v in p.verbs
+            for n in (p.names or ("",)) if certs or p not in CERTS}

@@ -125,6 +125,30 @@ def semantic_findings(report: LoadReport) -> list[PolicyProblem]:
     return out
 
 
+def controller_account_findings(report: LoadReport) -> list[PolicyProblem]:
+    """A warning for each controller account (a kind's default or ``Platform.spec.controllers``) in a namespace a
+    Quota covers: whoever may create a ServiceAccount, or a Pod that mounts one, there can act as that controller,
+    whose Pods no webhook decides (controller namespaces must be platform-only, docs/security.md)."""
+    policy = report.policy
+    assert policy is not None
+    accounts = {u for o in OWNERS for u in o.users} | {u for us in policy.platform.controllers.values() for u in us}
+    out = []
+    for account in sorted(accounts):
+        parts = account.split(":")
+        if len(parts) != 4 or parts[:2] != ["system", "serviceaccount"]:
+            continue
+        for name, quota in sorted(policy.quotas.items()):
+            globs = [g for g in quota.namespaces if fnmatch.fnmatchcase(parts[2], g)]
+            if globs and ("Quota", name) in report.nodes:
+                out.append(report.problem(
+                    "Quota", name, ("spec", "namespaces", quota.namespaces.index(globs[0])),
+                    f"{account} is trusted as a controller (its Pods skip both webhooks), and namespace {parts[2]} is "
+                    "one this Quota's users work in: a user who can create that ServiceAccount can act as it",
+                    f"run the controller in a namespace only the platform team administers, and name that account in "
+                    f"Platform.spec.controllers; or remove {parts[2]} from this Quota", severity="warning"))
+    return out
+
+
 def lint(directory: str | Path) -> tuple[list[PolicyProblem], bool]:
     """(every finding of the policy files and the test suites, sorted by file and line; unreadable)."""
     findings, unreadable, _ = lint_with_policy(directory)
@@ -137,6 +161,7 @@ def lint_with_policy(directory: str | Path) -> tuple[list[PolicyProblem], bool, 
     findings = list(report.problems)
     if report.policy is not None:
         findings += semantic_findings(report)
+        findings += controller_account_findings(report)
         _, suite_problems = load_suites(Path(directory), known_rules(report.policy))
         findings += suite_problems
     findings.sort(key=sort_key)

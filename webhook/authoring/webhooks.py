@@ -19,12 +19,14 @@ from urllib.parse import urlsplit
 import yaml
 
 from ..engine.intent import MIG_PREFIX
+from ..engine.provenance import makers
 from ..engine.workloads import (
     ADAPTERS,
     OWNERS,
     Adapter,
     InheritedTemplate,
     Inheriting,
+    Owner,
     ResourcesOutsideTemplates,
     capable,
 )
@@ -42,13 +44,17 @@ HEADER = """\
 # template trainadmit decided) are skipped when that controller created them (request.userInfo is its
 # ServiceAccount): their parent already carries the configuration, and skipping them saves one webhook
 # call per Pod. Anyone else's object is decided as what it is, whatever ownerReference it carries.
+# Provenance is never trusted from the object: a StatefulSet whose pod template carries trainadmit.io/applied
+# (a LeaderWorkerSet's, whose Pods are then left alone) is validated unless the LWS controller wrote it.
 #
 # Mutating: failurePolicy Ignore (a slow or absent mutating webhook does not reject by itself; the
 # validating webhook then refuses the unmutated GPU object with a message that says what happened);
 # reinvocationPolicy IfNeeded (mutation is idempotent). Validating: failurePolicy Fail (the backstop
 # that guarantees no GPU workload starts without its gang, quota and topology checks; 3 replicas, a
 # PodDisruptionBudget and readiness on a loaded policy keep it available; break-glass:
-# docs/install.md). UPDATE is validated (a resize runs the rules that depend on the size again); DELETE is never sent.
+# docs/install.md). UPDATE is validated (a resize runs the rules that depend on the size again, `kubectl scale`
+# through /scale too; a change of the pod templates runs the others again and may not remove what trainadmit set);
+# DELETE is never sent.
 # sideEffects None: admission creates nothing; PodGroups come from the reconciler.
 """
 
@@ -62,6 +68,9 @@ URL_HEADER = """\
 # name its host (`trainadmit certs issue --ip 127.0.0.1` for a local apiserver); caBundle is the CA that
 # signed it. Everything else is as in deploy/base/webhooks.yaml.
 """
+
+
+POD_SECURITY = {"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/warn": "restricted"}
 
 
 class WebhookURLError(ValueError):
@@ -165,6 +174,33 @@ def _not_a_child(policy: PolicySet) -> str:
             "has(o.controller) && o.controller && (" + " || ".join(owners) + "))")
 
 
+def _provenance_kinds() -> list[tuple[str, str, str, Owner]]:
+    """The kinds trainadmit does not decide whose Pods are left alone when they carry its provenance annotation
+    (a LeaderWorkerSet's StatefulSets): (group, version, plural, Owner)."""
+    out = []
+    for owner in OWNERS:
+        if owner.decided:
+            continue
+        plural, _, group = owner.resource.partition(".")
+        for api_version in owner.api_versions:
+            out.append((group, api_version.rsplit("/", 1)[-1], plural, owner))
+    return out
+
+
+def _forged_provenance(policy: PolicySet) -> str:
+    """CEL: a StatefulSet (a kind of ``_provenance_kinds``) whose pod template carries the provenance annotation,
+    written by anyone but the controller of a kind that makes it: /validate refuses it (``engine.provenance``)."""
+    applied = policy.keys.applied
+    clauses = []
+    for group, _, plural, owner in _provenance_kinds():
+        meta = "object.spec.template.metadata"
+        clauses.append(f"(request.resource.group == '{group}' && request.resource.resource == '{plural}' && "
+                       f"!(request.userInfo.username in {_cel_list(makers(policy, owner))}) && "
+                       f"has(object.spec) && has(object.spec.template) && has({meta}) && "
+                       f"has({meta}.annotations) && '{applied}' in {meta}.annotations)")
+    return " || ".join(dict.fromkeys(clauses))
+
+
 def _selects(adapter: Adapter) -> str:
     return f"request.resource.group == '{adapter.group}' && request.resource.resource == '{adapter.plural}'"
 
@@ -203,15 +239,38 @@ def _webhook(policy: PolicySet, name: str, path: str, namespace: str, service: s
     gpu = " || ".join(clauses)
     conditions = [{"name": "not-created-by-a-decided-workload", "expression": _not_a_child(policy)}]
     if not mutating:
-        conditions.append({"name": "not-status",
-                           "expression": "!has(request.subResource) || request.subResource == ''"})
-    conditions.append({"name": "gpu-or-intent", "expression": f"{_intent(policy)} || {gpu}"})
+        prefix = policy.platform.intentPrefix + "/"
+        changed = " || ".join(
+            f"(has(object.metadata.{m}) && object.metadata.{m}.exists(k, k.startsWith('{prefix}') && "
+            f"(!has(oldObject.metadata.{m}) || !(k in oldObject.metadata.{m}) || "
+            f"oldObject.metadata.{m}[k] != object.metadata.{m}[k]))) || "
+            f"(has(oldObject.metadata.{m}) && oldObject.metadata.{m}.exists(k, k.startsWith('{prefix}') && "
+            f"(!has(object.metadata.{m}) || !(k in object.metadata.{m}))))" for m in ("labels", "annotations"))
+        # a finalizer, a label of someone else's, the garbage collector's foreground deletion: no call, so an
+        # outage of trainadmit never holds them (the rules read the spec and trainadmit's keys only)
+        conditions.append({"name": "changes-spec-or-trainadmit-keys", "expression":
+                           "request.operation != 'UPDATE' || (has(request.subResource) && request.subResource != '') "
+                           "|| !has(object.spec) || !has(oldObject.spec) || object.spec != oldObject.spec || "
+                           f"{changed}"})
+        conditions.append({"name": "not-status", "expression": "!has(request.subResource) || "
+                           "request.subResource == '' || request.subResource == 'scale'"})
+    # a Scale holds no template: every /scale UPDATE of a kind whose rules list it is decided on the stored workload
+    forged = "" if mutating else "(has(request.subResource) && request.subResource == 'scale') || " + \
+        _forged_provenance(policy)
+    conditions.append({"name": "gpu-or-intent",
+                       "expression": f"{_intent(policy)} || {gpu}" + (f" || {forged}" if forged else "")})
+    rules = _rules(adapters, lambda a: ["CREATE"] if mutating or isinstance(a, PodAdapter) else ["CREATE", "UPDATE"])
+    if not mutating:  # `kubectl scale`: the resize through the CRD's scale subresource (engine.scale)
+        for rule in _rules([a for a in adapters if a.scale_path is not None], lambda a: ["UPDATE"]):
+            rules.append({**rule, "resources": [f"{r}/scale" for r in rule["resources"]]})
+    if not mutating:  # who wrote a StatefulSet's provenance annotation (engine.provenance)
+        rules += [{"apiGroups": [g], "apiVersions": [v], "operations": ["CREATE", "UPDATE"], "resources": [r],
+                   "scope": "Namespaced"} for g, v, r, _ in _provenance_kinds()]
     exempt = [n for n in policy.platform.exemptNamespaces if not any(ch in n for ch in "*?[")]
     webhook: dict = {
         "name": name, "admissionReviewVersions": ["v1"],
         "clientConfig": _client_config(path, namespace, service, url, ca_bundle),
-        "rules": _rules(adapters, lambda a: ["CREATE"] if mutating or isinstance(a, PodAdapter)
-                        else ["CREATE", "UPDATE"]),
+        "rules": rules,
         "failurePolicy": "Ignore" if mutating else "Fail",
         "sideEffects": "None", "timeoutSeconds": 3,
     }
@@ -245,7 +304,9 @@ def webhook_configurations(policy: PolicySet, name: str = "trainadmit", namespac
                                                                            width=100000)
     from .priorityclasses import priority_class_objects
 
-    docs = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+    # the labels deploy/base/namespace.yaml gives it: `kubectl apply` of this output on a cluster installed from
+    # deploy/ must not drop its Pod Security level
+    docs = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": dict(POD_SECURITY)}},
             *priority_class_objects(policy), mutating, validating]
     header = URL_HEADER.replace("{source}", source, 1).replace("{url}", base)
     return header + yaml.safe_dump_all(docs, sort_keys=False, width=100000)

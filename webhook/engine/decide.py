@@ -33,6 +33,7 @@ from .intent import Resolved, gpu_resources_of, has_intent, resolve
 from .naming import name_for, named
 from .patch import Patcher, replay
 from .plan import make_plan
+from .provenance import forged
 from .reads import projection
 from .registry import (
     INJECTING,
@@ -231,6 +232,11 @@ def decide_declared(policy: PolicySet, request: Request, cluster: ClusterView | 
     ``whole_object_rules`` says whether the rules on the whole object apply to it too; ``mutated`` is not
     set (it is the received object with ``patch`` applied)."""
     obj, namespace = project(policy, request.obj), request.effective_namespace
+    if request.phase != "audit" and not exempt_user(policy, request.user) and not policy.is_exempt(namespace):
+        refused = forged(policy, request)  # a kind trainadmit does not decide, carrying its provenance
+        if refused is not None:
+            return Decision(matched=True, generation=policy.generation, violations=[refused],
+                            reason="forged provenance")
     cluster = cluster or NoCluster()
     fresh = cluster if cluster.stale() is None else NoCluster()  # a view too old to trust counts nothing
     workload, demand, reason = matched(policy, obj, namespace, request.user, fresh)
@@ -334,9 +340,61 @@ def _non_create(ctx: Context) -> Decision:
                           if RESIZE_RULES.get(v.rule) is Resize.any or (resize.grown and v.rule in RESIZE_RULES)]
         decision.reason = (f"UPDATE: resized from {resize.pods[0]} to {resize.pods[1]} Pods ({resize.gpus[0]} to "
                            f"{resize.gpus[1]} GPUs); the rules that depend on the size ran again")
+    if templates_changed(workload, old):
+        ctx.violations.extend(_template_change(ctx, request.old))
+        decision.reason += "; its pod templates changed: the rules that do not depend on the size ran again"
     decision.violations = ctx.violations
     decision.whole_object_rules = True
     return decision
+
+
+def templates_changed(new: Workload, old: Workload) -> bool:
+    """Whether an UPDATE changes what the engine reads of the workload's pod templates."""
+    from .paths import get_path
+
+    roots = list(dict.fromkeys([*new.adapter.template_roots(new.obj), *old.adapter.template_roots(old.obj)]))
+    return any(get_path(new.obj, r) != get_path(old.obj, r) for r in roots)
+
+
+def _needed(policy: PolicySet, request: Request, obj: dict, cluster: ClusterView) -> dict[str, Any]:
+    """What admission would set on ``obj`` now (pointer -> value): the fields a CREATE of it would be given."""
+    import json
+
+    from .paths import get_path
+
+    as_created = decide_declared(policy, Request(obj, "CREATE", None, request.namespace, request.user,
+                                                 request.dry_run, "mutate"), cluster)
+    if not as_created.matched or not as_created.injections:
+        return {}
+    mutated = replay(obj, as_created.patch)
+    return {i.path: json.dumps(get_path(mutated, i.location), sort_keys=True) for i in as_created.injections}
+
+
+def _template_change(ctx: Context, old_obj: dict) -> list[Violation]:
+    """An UPDATE that changes the pod templates (a suspended Job's nodeSelector, an operator's worker template)
+    keeps what admission enforced: the rules that do not depend on the size run again on the new object, as
+    /validate runs them on a CREATE, and a field trainadmit sets that the old object held and the new one lacks
+    (a pool's nodeSelector or toleration, the gang's label) is refused (``final.injection-lost``). The size rules
+    are the resize's (above)."""
+    from .concerns.final_state import INJECTION_LOST
+
+    request, policy, cluster = ctx.request, ctx.policy, ctx.cluster
+    as_created = decide_declared(policy, Request(request.obj, "CREATE", None, request.namespace, request.user,
+                                                 request.dry_run, "validate"), cluster)
+    found = [v for v in as_created.violations if v.rule not in RESIZE_RULES and not v.rule.startswith("final.")]
+    before = _needed(policy, request, old_obj, cluster)
+    after = _needed(policy, request, request.obj, cluster)
+    removed = sorted(p for p, value in after.items() if before.get(p) != value)
+    if removed:
+        action = policy.actions.get(INJECTION_LOST.id, INJECTION_LOST.default)
+        if action is not Action.off:
+            shown = ", ".join(removed[:5]) + (", …" if len(removed) > 5 else "")
+            found.append(Violation(INJECTION_LOST.id, action, removed[0],
+                                   f"this UPDATE removes or changes what trainadmit set when the workload was admitted "
+                                   f"({shown}): its Pods would run without it",
+                                   "keep the fields trainadmit set (trainadmit check shows them), or re-create the "
+                                   "workload so that admission decides it again"))
+    return found
 
 
 def roles(workload: Workload, resolved: Resolved) -> list[dict]:

@@ -546,7 +546,10 @@ class PlatformSpec(Strict):
         description="More users (userInfo.username) that create the Pods and child objects of a kind, by "
         "`<plural>.<group>` (jobs.batch, pytorchjobs.kubeflow.org, statefulsets.apps): for operators that run "
         "under another ServiceAccount than their install manifests name. A Pod or child object is left alone "
-        "as made by its controller only when one of its controller's users created it.")
+        "as made by its controller only when one of its controller's users created it. Controller namespaces must be "
+        "platform-only: whoever may create a ServiceAccount (or a Pod that mounts one) in an operator's namespace can "
+        "act as that operator and create GPU Pods no webhook decides (`trainadmit policy lint` warns on an account in "
+        "a namespace a Quota covers).")
     gpuResources: list[str] = Field(
         default_factory=lambda: ["nvidia.com/gpu", "amd.com/gpu"],
         description="Resources that make a workload a GPU workload (besides every pool's own).",

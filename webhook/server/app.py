@@ -15,8 +15,10 @@ import time
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
+from ..cluster.kube import Permission
 from ..cluster.snapshot import SnapshotCluster
 from ..engine.clusterview import ClusterView, NoCluster
+from ..engine.scale import SCALE_KINDS
 from . import cluster_report, metrics
 from .controller_status import ControllerStatus
 from .cost import MemoryBudget
@@ -55,6 +57,36 @@ def cluster_view_problems(live) -> list[str]:
         return ["cluster view not synced yet (listing nodes, resource quotas and referenced kinds)"]
     stale = live.stale()
     return [stale] if stale else []
+
+
+# what reading the workload a /scale UPDATE resizes needs (deploy/base/rbac.yaml grants it; a test compares)
+SCALE_PERMISSIONS = tuple(Permission(a.group, a.plural, ("get",)) for a in SCALE_KINDS)
+_API: list = []
+
+
+def fetch_stored(group: str, version: str, plural: str, namespace: str, name: str) -> dict | None:
+    """The stored workload (a GET, 2 s at most), or None when it cannot be read: for a ``/scale`` UPDATE only."""
+    try:
+        from kubernetes import client
+
+        if not _API:
+            from ..cluster.kube import load_config
+
+            load_config()
+            _API.append(client.CustomObjectsApi())
+        found = _API[0].get_namespaced_custom_object(group, version, namespace, plural, name, _request_timeout=2)
+    except Exception as exc:  # not readable: the caller refuses, saying so
+        emit("scale_read_error", group=group, resource=plural, namespace=namespace, name=name, error=repr(exc))
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def without_paths(text: str) -> str:
+    """A reload error as /readyz shows it to anyone who reaches the port: what is wrong, not which file and line
+    of the policy directory (the server's log has those)."""
+    import re
+
+    return re.sub(r"\S*\.ya?ml(?::\d+)*:?\s*", "", text).strip()
 
 
 def _json(body: dict, status: int = 200) -> Response:
@@ -127,7 +159,7 @@ def create_app(settings: ServerSettings | None = None, controllers: ControllerSt
 
     def admit(webhook: str) -> Response:
         return send(answer_review(webhook, request.get_data(cache=False), decisions=policies.decisions, cluster=cluster,
-                                  limits=limits, memory=memory))
+                                  limits=limits, memory=memory, fetch=fetch_stored))
 
     @app.post("/mutate")
     def mutate() -> Response:
@@ -164,7 +196,7 @@ def create_app(settings: ServerSettings | None = None, controllers: ControllerSt
         if degraded:
             body["degraded"] = degraded
         if policies.last_error:
-            body["lastReloadError"] = policies.last_error
+            body["lastReloadError"] = without_paths(policies.last_error)
         return _json(body)
 
     @app.get("/metrics")

@@ -48,6 +48,7 @@ from ..engine.concerns import custom
 from ..engine.decide import decide_declared, exempt_user, made_by_controller, project, whole_object_violations
 from ..engine.patch import replay
 from ..engine.paths import get_path
+from ..engine.provenance import undecided_owner
 from ..engine.registry import WHOLE_OBJECT_VALIDATIONS
 from ..engine.workloads import workload_of
 from ..grammars.cel import object_reads
@@ -123,7 +124,8 @@ class DecisionCache:
         obj, namespace = request.obj, request.effective_namespace
         meta = obj.get("metadata") if isinstance(obj, dict) else None
         name = meta.get("name") if isinstance(meta, dict) else None
-        if request.operation != "CREATE" or not isinstance(meta, dict) or not _nameable(name):
+        if request.operation != "CREATE" or not isinstance(meta, dict) or not _nameable(name) \
+                or undecided_owner(obj) is not None:  # whether its provenance is forged depends on who asks
             return self._bypass(request, cluster)
         text = _key_text(project(policy, obj))
         if text is None or SENTINEL in text or (name is not None and name in self._risky):

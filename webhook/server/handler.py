@@ -20,6 +20,7 @@ from typing import Any
 from ..engine import Decision, Request, decide
 from ..engine.clusterview import ClusterView
 from ..engine.naming import ALPHABET, SUFFIX_LENGTH, generated
+from ..engine.scale import replicas_of, scalable, scale_request
 from .admission import BadReview, Review, decision_response, parse_review, response
 from .cost import Busy, MemoryBudget, TooCostly, estimate
 from .decisions import DecisionCache
@@ -58,13 +59,36 @@ def decide_review(decisions: DecisionCache, req: Request, cluster: ClusterView, 
     return decide(decisions.policy, req, cluster) if large else decisions.decide(req, cluster)
 
 
+# (group, version, plural, namespace, name) -> the stored object, or None when it cannot be read
+Fetch = Callable[[str, str, str, str, str], "dict | None"]
+
+
 def answer_review(webhook: str, body: bytes, *, decisions: DecisionCache | None, cluster: ClusterView,
-                  limits: ReadLimits, memory: MemoryBudget) -> Answer:
+                  limits: ReadLimits, memory: MemoryBudget, fetch: Fetch | None = None) -> Answer:
     """The answer to ``body`` POSTed to ``/<webhook>`` (``mutate`` or ``validate``), decided with ``decisions``'
-    policy generation (None: no policy loaded) within this process's memory budget."""
+    policy generation (None: no policy loaded) within this process's memory budget. ``fetch`` reads the stored
+    workload a ``/scale`` UPDATE resizes (its review carries only a Scale)."""
     started = time.perf_counter()
     return within_limits(webhook, body, limits, memory, lambda: _answer(
-        webhook, body, decisions, cluster, limits.is_large(len(body)), started))
+        webhook, body, decisions, cluster, limits.is_large(len(body)), started, fetch))
+
+
+def scale_review(review: Review, fetch: Fetch | None) -> tuple[Request | None, str]:
+    """The workload UPDATE a ``/scale`` UPDATE of a handled kind amounts to, or why it cannot be decided (then it is
+    refused: the validating webhook fails closed); (None, "") for a subresource trainadmit does not decide."""
+    group, version = str(review.resource.get("group") or ""), str(review.resource.get("version") or "")
+    adapter = scalable(group, str(review.resource.get("resource") or ""))
+    if review.sub_resource != "scale" or review.operation != "UPDATE" or adapter is None:
+        return None, ""
+    if replicas_of(review.obj) is None:
+        return None, ""
+    where = f"{adapter.kind} {review.namespace}/{review.name}"
+    stored = fetch(group, version, adapter.plural, review.namespace or "", review.name or "") if fetch else None
+    if not isinstance(stored, dict):
+        return None, (f"trainadmit could not read {where} to decide this resize through /scale; retry, or resize it "
+                      "with kubectl patch")
+    req = scale_request(adapter, stored, review.obj, review.namespace, review.user, review.dry_run)
+    return req, "" if req is not None else f"the Scale of {where} names no spec.replicas"
 
 
 def within_limits(webhook: str, body: bytes, limits: ReadLimits, memory: MemoryBudget,
@@ -84,7 +108,7 @@ def within_limits(webhook: str, body: bytes, limits: ReadLimits, memory: MemoryB
 
 
 def _answer(webhook: str, body: bytes, decisions: DecisionCache | None, cluster: ClusterView, large: bool,
-            started: float) -> Answer:
+            started: float, fetch: Fetch | None = None) -> Answer:
     try:
         review = parse_review(body)
     except BadReview as exc:
@@ -98,13 +122,15 @@ def _answer(webhook: str, body: bytes, decisions: DecisionCache | None, cluster:
                           message="trainadmit has no policy loaded; refusing to admit without policy")
     elif review.problem:
         result = response(review.uid, False, code=400, reason="BadRequest", message=review.problem)
-    elif review.sub_resource or review.operation in ("DELETE", "CONNECT"):
+    elif (scaled := scale_review(review, fetch) if webhook == "validate" else (None, ""))[1]:
+        result = response(review.uid, False, code=503, reason="ServiceUnavailable", message=scaled[1])
+    elif (review.sub_resource and scaled[0] is None) or review.operation in ("DELETE", "CONNECT"):
         result = response(review.uid, True)
     else:
-        req = Request(review.obj, operation=review.operation, old=review.old, namespace=review.namespace,
-                      user=review.user, dry_run=review.dry_run, phase=webhook,
-                      generated_name=draw_name(review.obj) if webhook == "mutate" and review.operation == "CREATE"
-                      else "")
+        req = scaled[0] or Request(
+            review.obj, operation=review.operation, old=review.old, namespace=review.namespace, user=review.user,
+            dry_run=review.dry_run, phase=webhook,
+            generated_name=draw_name(review.obj) if webhook == "mutate" and review.operation == "CREATE" else "")
         try:
             decision = decide_review(decisions, req, cluster, large)
         except Exception as exc:

@@ -91,6 +91,9 @@ class PolicyStore:
             return True
 
 
+TLS12_CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20"
+
+
 class CertStore:
     """Builds the server's SSLContext from tls.crt/tls.key and rebuilds it when they change.
 
@@ -111,6 +114,7 @@ class CertStore:
     def _build(self) -> ssl.SSLContext:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.set_ciphers(TLS12_CIPHERS)  # TLS 1.2: forward-secret AEAD suites only (1.3's are all AEAD)
         context.load_cert_chain(self.cert_file, self.key_file)
         context.set_alpn_protocols(["http/1.1"])
         return context

@@ -17,6 +17,7 @@ from ..applied import applied_value, read_applied
 from ..concern import Concern
 from ..context import Context
 from ..paths import pointer
+from ..provenance import FORGED
 from ..reads import INTENT_KEYS, Reads
 from ..rule import rule
 from .gang import MEMBERSHIP_LOST, UNAVAILABLE
@@ -28,7 +29,8 @@ INJECTION_LOST = rule("final.injection-lost", Action.deny,
 NOT_ADMITTED = rule("final.not-admitted", Action.warn,
                     "audit and reports: a stored workload the policy would still change: created while the webhooks "
                     "were away (or skipped it), or under a policy that set less (deny: reported as a failure)")
-CONCERN = Concern("final", rules=(NOT_MUTATED, INJECTION_LOST, NOT_ADMITTED), reads=Reads(annotations=(INTENT_KEYS,)))
+CONCERN = Concern("final", rules=(NOT_MUTATED, INJECTION_LOST, NOT_ADMITTED, FORGED),
+                  reads=Reads(annotations=(INTENT_KEYS,)))
 
 _GANG_LOSS = {
     "coscheduling": ("the scheduling.x-k8s.io/pod-group label", "another mutating webhook removed it"),

@@ -343,6 +343,9 @@ class Adapter:
     # trainadmit decided (a LeaderWorkerSet's StatefulSets)
     intermediate_owners: tuple[Owner, ...] = ()
     required: tuple[Path, ...] = ()  # fields the kind cannot do without (a Job's spec)
+    # the field its CRD's scale subresource writes (``specReplicasPath``): a `kubectl scale` of it is an UPDATE of
+    # ``<plural>/scale`` that the validating webhook decides as the resize it is (``engine.scale``)
+    scale_path: Path | None = None
 
     @property
     def api_versions(self) -> tuple[str, ...]:

@@ -130,6 +130,7 @@ class PyTorchJobAdapter(_KubeflowAdapter):
     operator = "the Kubeflow training operator"
     gangs = _training_operator_gangs(kai_gang(KAI_KUBEFLOW_SIZE + "; elastic: Master + elasticPolicy.minReplicas"))
     replicas_field, default_replicas = "pytorchReplicaSpecs", {"Master": 1, "Worker": 1}
+    scale_path = ("spec", "pytorchReplicaSpecs", "Worker", "replicas")
     counts = ((*ELASTIC, "minReplicas"), (*ELASTIC, "maxReplicas"))
     controllers = (TRAINING_OPERATOR_ACCOUNT,)
 
@@ -195,6 +196,7 @@ class PaddleJobAdapter(_KubeflowAdapter):
     PyTorchJob does."""
 
     group, versions, kind, plural = "kubeflow.org", ("v1",), "PaddleJob", "paddlejobs"
+    scale_path = ("spec", "paddleReplicaSpecs", "Worker", "replicas")
     operator = "the Kubeflow training operator"
     # KAI's podgrouper has no PaddleJob grouper: its default one gives the PodGroup minMember 1 (KAI-Scheduler
     # pkg/podgrouper; fixtures/operators/kai/README.md)

@@ -49,6 +49,7 @@ class LeaderWorkerSetAdapter(Adapter):
         "kai": kai_gang("leaderWorkerTemplate.size"),
     }
     pods_label = "leaderworkerset.sigs.k8s.io/name"
+    scale_path = REPLICAS
     controllers = ("system:serviceaccount:lws-system:lws-controller-manager",)
     intermediate_owners = (Owner(("apps/v1",), "StatefulSet", "statefulsets.apps",
                                  kube_controller("statefulset-controller"), decided=False),)

@@ -19,7 +19,9 @@ from __future__ import annotations
 from ..paths import Path, as_dict, as_list, get_path
 from .base import NATIVE_POD_GROUP, Adapter, Follow, Gang, GangFields, GangMethod, Scale, TemplateSpec, count, kai_gang
 
-KUBERAY = ("system:serviceaccount:ray-system:kuberay-operator", "system:serviceaccount:default:kuberay-operator")
+# only the operator's own namespace: an admin of `default` could mint `default:kuberay-operator` (a policy whose
+# KubeRay runs elsewhere names it in Platform.spec.controllers, in a namespace only the platform team administers)
+KUBERAY = ("system:serviceaccount:ray-system:kuberay-operator",)
 
 _GANGS = {
     NATIVE_POD_GROUP: Gang(GangMethod.templates),
