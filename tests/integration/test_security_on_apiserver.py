@@ -301,7 +301,7 @@ def test_the_account_may_write_only_its_budget_quota_outside_exempt_namespaces(c
 
 
 def test_the_account_may_only_ungate_and_place_a_pod(cluster, webhook, fenced):
-    """CONTRACTS §1: remove the trainadmit.io/placement gate, add nodeSelector keys, set trainadmit.io/placement-domain;
+    """The placement gate's one patch (docs/scheduling.md): remove the trainadmit.io/placement gate, add nodeSelector keys, set trainadmit.io/placement-domain;
     nothing else. (RBAC for Pods is the placement gate's; the account is given patch here to reach admission.)"""
     http = cluster.cp.http
     rbac = [{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",

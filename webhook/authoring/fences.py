@@ -9,7 +9,7 @@ users' Jobs to write one annotation may patch anything in them. Each policy here
   annotation, nothing else;
 - ResourceQuotas: only ``trainadmit-gpu-budget`` (``budget.BUDGET_NAME``), never in an exempt namespace, holding
   only ``requests.<extended resource>`` limits and no scopes;
-- Pods (CONTRACTS §1, the placement gate): remove the ``trainadmit.io/placement`` gate, add nodeSelector keys,
+- Pods (the placement gate, docs/scheduling.md): remove the ``trainadmit.io/placement`` gate, add nodeSelector keys,
   set the ``trainadmit.io/placement-domain`` annotation; nothing else;
 - (in-cluster-certs) its webhook configurations: only ``caBundle``; Secrets: only its own ``trainadmit-tls``.
 
@@ -129,7 +129,7 @@ def pods_fence() -> list[dict]:
         *_metadata_same((DOMAIN,)),
     ]
     return _policy("trainadmit-fence-pods", rules, validations,
-                   f"Pods: only remove the {GATE} gate, add nodeSelector keys, set {DOMAIN} (CONTRACTS §1)")
+                   f"Pods: only remove the {GATE} gate, add nodeSelector keys, set {DOMAIN}")
 
 
 WEBHOOK_FIELDS = ("name", "rules", "failurePolicy", "matchPolicy", "namespaceSelector", "objectSelector",
