@@ -26,6 +26,7 @@ Gangs are served oldest first, so two gangs that arrive together are placed in t
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import threading
 import time
@@ -126,13 +127,20 @@ def usable(pod: PodFacts, spec: GangSpec, node: NodeFacts) -> bool:
 
 
 def allocatable(node: NodeFacts) -> dict[str, int]:
+    """The node's allocatable resources as integers (a copy: callers subtract from it)."""
+    return dict(_allocatable(node.allocatable))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _allocatable(pairs: tuple) -> tuple[tuple[str, int], ...]:
+    """Parsed once per distinct allocatable (nodes of one shape share it; a plan reads every node per event)."""
     out = {}
-    for k, v in node.allocatable:
+    for k, v in pairs:
         try:
             out[k] = int(parse_quantity(v))
         except (QuantityError, ValueError):
             continue
-    return out
+    return tuple(out.items())
 
 
 # ---- the domain choice ---------------------------------------------------------------------------------
