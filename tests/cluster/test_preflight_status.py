@@ -119,8 +119,10 @@ def cluster(request):
 
 
 def controller_pod(owner: dict, template: dict, name: str, node: str, labels: dict | None = None) -> dict:
-    """The Pod an operator creates from ``template`` (there is no controller here to do it), scheduled."""
+    """The Pod an operator creates from ``template`` (there is no controller here to do it), scheduled: so without
+    scheduling gates (a gated Pod cannot name its node; trainadmit's placement gate is lifted before binding)."""
     meta = template.get("metadata") or {}
+    spec = {k: v for k, v in deep(template["spec"]).items() if k != "schedulingGates"}
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": owner["metadata"]["namespace"],
                          "labels": {**(meta.get("labels") or {}), **(labels or {})},
@@ -128,7 +130,7 @@ def controller_pod(owner: dict, template: dict, name: str, node: str, labels: di
                          "ownerReferences": [{"apiVersion": owner["apiVersion"], "kind": owner["kind"],
                                               "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"],
                                               "controller": True, "blockOwnerDeletion": True}]},
-            "spec": {**deep(template["spec"]), "nodeName": node}}
+            "spec": {**spec, "nodeName": node}}
 
 
 def _reconciler(cluster: Cluster, seen: dict) -> PreflightStatus:

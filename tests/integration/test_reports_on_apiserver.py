@@ -138,13 +138,14 @@ def _violations(server) -> dict[tuple[str, str], float]:
 
 
 def _writes(http) -> dict[str, float]:
-    """The apiserver's own count of write requests on reports of either API, by verb."""
+    """The apiserver's own count of successful write requests on reports of either API, by verb (a write refused
+    with 409 Conflict and retried is the writer learning the stored state, not a second write)."""
     text = http.request("GET", "/metrics", raw=True).decode()
     out: dict[str, float] = {}
     for m in re.finditer(r"^apiserver_request_total\{([^}]*)\} (\S+)$", text, re.M):
         labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
         if labels.get("resource") in ("reports", "policyreports") and labels.get("verb") in (
-                "POST", "PUT", "PATCH", "DELETE", "APPLY"):
+                "POST", "PUT", "PATCH", "DELETE", "APPLY") and labels.get("code", "200").startswith("2"):
             out[labels["verb"]] = out.get(labels["verb"], 0.0) + float(m.group(2))
     return out
 

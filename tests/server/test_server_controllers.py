@@ -17,7 +17,7 @@ from support.kube_fixtures import APISERVER, SYSTEM_NS
 from support.paths import POLICIES
 from support.server import Server, issue_certs, wait_until
 
-from trainadmit.cluster.lease import PREFLIGHT_STATUS_LEASE, RECONCILER_LEASE
+from trainadmit.cluster.lease import PLACEMENT_LEASE, PREFLIGHT_STATUS_LEASE, RECONCILER_LEASE
 
 pytestmark = APISERVER
 PASS_SECONDS = 5  # cli.serve.start_reconciler's interval
@@ -32,7 +32,7 @@ def readiness(server: Server) -> tuple[int, dict]:
     return status, json.loads(body)
 
 
-def degraded(server: Server, loops: int = 2) -> tuple[int, dict] | None:
+def degraded(server: Server, loops: int = 3) -> tuple[int, dict] | None:
     """/readyz once it is degraded by the problems of ``loops`` elected loops."""
     status, body = readiness(server)
     problems = [p for p in body.get("degraded", []) if not p.startswith("unhonoured ")]
@@ -53,13 +53,14 @@ def test_a_missing_namespace_is_named_once_and_keeps_the_server_degraded_until_i
     namespace = f"trainadmit-late-{int(time.time())}"
     server = serve_reconcile(POLICIES, tmp_path, namespace, cluster.cp.kubeconfig)  # as an admin
     with server:
-        _, body = wait_until(lambda: degraded(server), 60, "/readyz did not report both loops")
-        for name, lease in (("reconciler", RECONCILER_LEASE), ("preflight-status", PREFLIGHT_STATUS_LEASE)):
+        _, body = wait_until(lambda: degraded(server), 60, "/readyz did not report the three loops")
+        for name, lease in (("reconciler", RECONCILER_LEASE), ("preflight-status", PREFLIGHT_STATUS_LEASE),
+                            ("placement", PLACEMENT_LEASE)):
             problem = next(p for p in body["problems"] if p.startswith(f"{name}: "))
             assert f"namespace {namespace} does not exist" in problem and f"Lease {namespace}/{lease}" in problem
             assert "--namespace or $POD_NAMESPACE" in problem
         time.sleep(2 * PASS_SECONDS + 1)  # two more passes fail the same way: nothing more is logged
-        for name in ("reconciler", "preflight-status"):
+        for name in ("reconciler", "preflight-status", "placement"):
             said = lines_of(server, name)
             assert len(said) == 1 and f"namespace {namespace} does not exist" in said[0], said
         cluster.cp.ensure_namespace(namespace)
@@ -77,7 +78,7 @@ def test_a_lease_the_service_account_may_not_use_is_named_with_the_permission(cl
     kubeconfig = cluster.cp.service_account_kubeconfig(tmp_path / "kubeconfig", SYSTEM_NS, "trainadmit")
     server = serve_reconcile(POLICIES, tmp_path, other, kubeconfig)
     with server:
-        _, body = wait_until(lambda: degraded(server), 60, "/readyz did not report both loops")
+        _, body = wait_until(lambda: degraded(server), 60, "/readyz did not report the three loops")
         problem = next(p for p in body["problems"] if p.startswith("reconciler: "))
         assert f"not allowed to use the Lease {other}/{RECONCILER_LEASE}" in problem
         assert f"grant get and update on leases.coordination.k8s.io named {RECONCILER_LEASE}" in problem
@@ -89,6 +90,6 @@ def test_a_lease_the_service_account_may_not_use_is_named_with_the_permission(cl
 @pytest.fixture(autouse=True)
 def _no_lease_left(cluster):
     yield
-    for name in (RECONCILER_LEASE, PREFLIGHT_STATUS_LEASE):
+    for name in (RECONCILER_LEASE, PREFLIGHT_STATUS_LEASE, PLACEMENT_LEASE):
         cluster.http.delete({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                              "metadata": {"name": name, "namespace": SYSTEM_NS}})
