@@ -36,6 +36,19 @@ CONDITION_TAINTS = {"node.kubernetes.io/not-ready": "NotReady", "node.kubernetes
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 
 
+def tolerates(tolerations: tuple[tuple[str, str, str, str], ...], key: str, value: str, effect: str) -> bool:
+    """Whether ``tolerations`` ((key, operator, value, effect) each) tolerate a taint, as the scheduler matches them:
+    an empty effect matches every effect, ``Exists`` with no key every key."""
+    for t_key, operator, t_value, t_effect in tolerations:
+        if t_effect and t_effect != effect:
+            continue
+        if operator == "Exists" and (not t_key or t_key == key):
+            return True
+        if operator == "Equal" and t_key == key and t_value == value:
+            return True
+    return False
+
+
 @dataclass(frozen=True)
 class NodeFacts:
     """What the indices read from a Node; equal facts mean an update changes nothing."""
@@ -73,14 +86,7 @@ class Health:
         return cls(pool.gpu.resource, tuple(sorted(pool.healthSelector.items())), tols)
 
     def tolerates(self, key: str, value: str, effect: str) -> bool:
-        for t_key, operator, t_value, t_effect in self.tolerations:
-            if t_effect and t_effect != effect:
-                continue
-            if operator == "Exists" and (not t_key or t_key == key):
-                return True
-            if operator == "Equal" and t_key == key and t_value == value:
-                return True
-        return False
+        return tolerates(self.tolerations, key, value, effect)
 
     def classify(self, facts: NodeFacts) -> tuple[int, str]:
         """(USABLE | CORDONED | UNUSABLE, reason) of one node."""

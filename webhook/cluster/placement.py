@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from ..cluster.index import NodeFacts
+from ..cluster.index import NodeFacts, tolerates
 from ..grammars.quantity import QuantityError, parse_quantity
 from ..policy.vocab import label_integer
 from .kube import Permission
@@ -77,14 +77,7 @@ def gang_id(pod: PodFacts, spec: GangSpec) -> str:
 # ---- which nodes a Pod may use ---------------------------------------------------------------------------
 
 def tolerated(pod: PodFacts, key: str, value: str, effect: str) -> bool:
-    for t_key, operator, t_value, t_effect in pod.tolerations:
-        if t_effect and t_effect != effect:
-            continue
-        if operator == "Exists" and (not t_key or t_key == key):
-            return True
-        if operator == "Equal" and t_key == key and t_value == value:
-            return True
-    return False
+    return tolerates(pod.tolerations, key, value, effect)
 
 
 def _expression(expr: dict, labels: dict) -> bool:
