@@ -1,7 +1,8 @@
 """Every rule the registry declares is made to fire by at least one test or policy suite.
 
 A rule that no test ever makes fire can be broken (or unreachable) without anyone noticing. This plugin
-records, in every test process, the rule ids the engine reports (``Context.report``, in-process: the
+records, in every test process, the rule ids the engine reports (``Context.report``, and every violation of a
+decision ``decide_declared`` returns: one refused before any concern ran has no Context; in-process: the
 CLI's `check` and `policy test` as ``run_cli`` runs them, the engine, the server's decision cache), and
 when the whole suite ran (``make test``: no file, ``-k`` or ``-m`` selection), fails the run naming every
 declared rule none of them fired. pytest-xdist workers hand their sets to the controller
@@ -10,6 +11,7 @@ declared rule none of them fired. pytest-xdist workers hand their sets to the co
 
 from __future__ import annotations
 
+import importlib
 import json
 
 import pytest
@@ -30,6 +32,19 @@ def _recording(self, rule, path, message, hint="", fix=()):
 
 
 Context.report = _recording  # type: ignore[method-assign]
+
+engine_decide = importlib.import_module("trainadmit.engine.decide")  # the module (the package exports the function)
+_decide_declared = engine_decide.decide_declared
+
+
+def _recording_decision(policy, request, cluster=None):
+    """A decision refused before any concern ran (a forged provenance) reports its rule without a Context."""
+    decision = _decide_declared(policy, request, cluster)
+    FIRED.update(v.rule for v in decision.violations)
+    return decision
+
+
+engine_decide.decide_declared = _recording_decision
 
 
 def _whole_suite(config: pytest.Config) -> bool:
