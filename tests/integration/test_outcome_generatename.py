@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import os
 import re
 import statistics
 import time
@@ -30,16 +29,11 @@ from collections.abc import Iterator
 
 import pytest
 import yaml
-from support.controlplane import ClusterFeatures, SchedulingControlPlane, scheduling_assets_from_env, wait_until
+from support.controlplane import ClusterFeatures, SchedulingControlPlane, wait_until
 from support.kube_fixtures import (
-    ASSETS_ENV,
     OPERATOR_CRDS,
-    OUTCOME_SKIP_REASON,
-    SKIP_REASON,
     Webhook,
-    install_deploy_objects,
-    start_trainadmit,
-    stop_trainadmit,
+    trainadmit_on,
 )
 from support.outcome import JOB_NAME_LABEL, LEVEL, POOL, gpu_job, kubectl, read_verdict
 from support.pool_nodes import create_nodes, delete_nodes, domains, wait_schedulable
@@ -58,29 +52,6 @@ STOCK = ClusterFeatures("stock")
 PHASES = {"bundled": {}, "coscheduling-default-scheduler": {"gang": {"schedulerName": "default-scheduler"}}}
 TRAINADMIT_KEYS = ("trainadmit.io/",)
 JOB_SERVER_LABELS = ("controller-uid", "batch.kubernetes.io/controller-uid", "job-name", JOB_NAME_LABEL)
-
-
-@contextlib.contextmanager
-def trainadmit_on(features: ClusterFeatures, phase: str, tmp_path_factory, crds: tuple = ()) \
-        -> Iterator[tuple[SchedulingControlPlane, Webhook]]:
-    if not os.environ.get(ASSETS_ENV, "").strip():
-        pytest.skip(SKIP_REASON)
-    if scheduling_assets_from_env() is None:
-        pytest.skip(OUTCOME_SKIP_REASON)
-    cp = SchedulingControlPlane(features=features)
-    cp.start()
-    try:
-        install_deploy_objects(cp)
-        if crds:
-            cp.install_crds(*crds)
-        hook, configs = start_trainadmit(cp, tmp_path_factory.mktemp(f"trainadmit-{features.name}"), PHASES, phase,
-                                         ("--reconcile",))
-        try:
-            yield cp, hook
-        finally:
-            stop_trainadmit(cp, hook, configs)
-    finally:
-        cp.stop()
 
 
 @contextlib.contextmanager
@@ -179,13 +150,14 @@ def racks_of(cp: SchedulingControlPlane, nodes: set[str]) -> set[str]:
 
 @pytest.fixture(scope="class")
 def workload_api(tmp_path_factory):
-    with trainadmit_on(WORKLOAD_API, "bundled", tmp_path_factory) as found:
+    with trainadmit_on(WORKLOAD_API, PHASES, "bundled", tmp_path_factory.mktemp("trainadmit-workload-api")) \
+            as found:
         yield found
 
 
 @pytest.fixture(scope="class")
 def stock(tmp_path_factory):
-    with trainadmit_on(STOCK, "coscheduling-default-scheduler", tmp_path_factory,
+    with trainadmit_on(STOCK, PHASES, "coscheduling-default-scheduler", tmp_path_factory.mktemp("trainadmit-stock"),
                        (OPERATOR_CRDS / "scheduler-plugins" / "crds",)) as found:
         yield found
 

@@ -14,20 +14,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import time
 
 import pytest
-from support.controlplane import ClusterFeatures, SchedulingControlPlane, load_manifests, wait_until
+from support.controlplane import ClusterFeatures, wait_until
 from support.kube_fixtures import (
-    ASSETS_ENV,
     DEPLOY,
-    OUTCOME_SKIP_REASON,
-    SKIP_REASON,
-    install_deploy_objects,
-    scheduling_assets_from_env,
-    start_trainadmit,
-    stop_trainadmit,
+    trainadmit_on,
 )
 from support.outcome import (
     BLOCKER_NS,
@@ -59,24 +52,9 @@ FENCE = DEPLOY / "fence-pods.yaml"
 
 @pytest.fixture(scope="module")
 def stock(tmp_path_factory):
-    if not os.environ.get(ASSETS_ENV, "").strip():
-        pytest.skip(SKIP_REASON)
-    if scheduling_assets_from_env() is None:
-        pytest.skip(OUTCOME_SKIP_REASON)
-    cp = SchedulingControlPlane(features=STOCK, keep_run_dir=os.environ.get("CONTROLPLANE_KEEP_RUN_DIR") == "1")
-    cp.start()
-    try:
-        install_deploy_objects(cp)
-        if FENCE.exists():
-            cp.apply(load_manifests(FENCE))
-        hook, configs = start_trainadmit(cp, tmp_path_factory.mktemp("trainadmit-placement"), PHASES, "bundled",
-                                         ("--reconcile",))
-        try:
-            yield cp, hook
-        finally:
-            stop_trainadmit(cp, hook, configs)
-    finally:
-        cp.stop()
+    with trainadmit_on(STOCK, PHASES, "bundled", tmp_path_factory.mktemp("trainadmit-placement"),
+                       manifests=(FENCE,)) as found:
+        yield found
 
 
 def _job(s: Scene, name: str) -> dict:
@@ -125,8 +103,6 @@ def test_a_gang_starts_whole_in_the_rack_that_fits_although_the_scheduler_prefer
 def test_the_release_passes_the_fence_of_the_servers_pod_writes(stock):
     """With deploy/'s fence installed (the server's account may only lift its gate, add node selector keys and set
     its domain annotation), the ungater still releases a gang whole into one rack."""
-    if not FENCE.exists():
-        pytest.skip(f"{FENCE.relative_to(DEPLOY.parent.parent)} is not in this tree yet")
     cp, hook = stock
     assert cp.http.get_or_none("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy",
                                "trainadmit-fence-pods") is not None

@@ -263,13 +263,18 @@ def test_the_in_cluster_certs_account_may_change_only_the_ca_bundle_and_its_own_
             cluster.http.delete(obj)
 
 
+def _suspended_job(http, name: str) -> dict:
+    """A suspended one-worker GPU Job in ``NS`` (it starts no Pod), created as the admin; its reference."""
+    submitted = job(name=name, namespace=NS, workers=1)
+    submitted["spec"]["suspend"] = True
+    http.create(submitted)
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": NS}}
+
+
 def test_the_account_may_write_only_its_annotation_on_users_workloads(cluster, webhook, fenced):
     """On main a dry run as the account set a Job's activeDeadlineSeconds (and a RayCluster's head image)."""
     http = cluster.cp.http
-    submitted = job(name="fenced", namespace=NS, workers=1)
-    submitted["spec"]["suspend"] = True
-    http.create(submitted)
-    ref = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "fenced", "namespace": NS}}
+    ref = _suspended_job(http, "fenced")
     try:
         message = _eventually_denied(lambda: fenced.patch(ref, {"spec": {"activeDeadlineSeconds": 1}}, dry_run=True),
                                      "the workloads fence to refuse a spec change")
@@ -399,10 +404,7 @@ def test_an_update_changing_neither_spec_nor_a_trainadmit_key_is_not_sent(webhoo
     call /validate (an outage of trainadmit does not hold them); a trainadmit key or the spec: it does. On main every
     UPDATE of a GPU Job was sent."""
     http = cluster.cp.http
-    submitted = job(name="quiet", namespace=NS, workers=1)
-    submitted["spec"]["suspend"] = True
-    http.create(submitted)
-    ref = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "quiet", "namespace": NS}}
+    ref = _suspended_job(http, "quiet")
     try:
         def calls() -> float:
             return cluster.cp.webhook_calls().get("validate.trainadmit.io", 0.0)

@@ -369,7 +369,6 @@ class OutcomeCluster:
 
     cp: SchedulingControlPlane
     webhook: Webhook
-    configs: list[dict]  # the webhook configurations as registered
 
     @property
     def http(self) -> KubeHTTP:
@@ -440,25 +439,39 @@ def stop_trainadmit(cp: ControlPlane, hook: Webhook, configs: list[dict]) -> Non
     hook.server.stop()  # type: ignore[attr-defined]
 
 
-@pytest.fixture(scope="session")
-def outcome_cluster(tmp_path_factory) -> Iterator[OutcomeCluster]:
-    """The outcome tier's control plane and trainadmit on it (skipped without the scheduler binaries)."""
+@contextlib.contextmanager
+def trainadmit_on(features, phases: dict[str, dict], phase: str, run_dir: Path, crds: tuple = (),
+                  manifests: tuple[Path, ...] = ()) -> Iterator[tuple[SchedulingControlPlane, Webhook]]:
+    """A control plane with the scheduler and the controller-manager (``features``: its feature gates), deploy/'s
+    objects, ``crds`` and ``manifests`` installed, and trainadmit serving on it with ``--reconcile`` under the
+    policy ``phase`` of ``phases``; skipped without the scheduler binaries. Webhooks unregistered first at the end."""
     if not os.environ.get(ASSETS_ENV, "").strip():
         pytest.skip(SKIP_REASON)
     if scheduling_assets_from_env() is None:
         pytest.skip(OUTCOME_SKIP_REASON)
-    cp = SchedulingControlPlane(features=GANG_FEATURES, keep_run_dir=os.environ.get("CONTROLPLANE_KEEP_RUN_DIR") == "1")
+    cp = SchedulingControlPlane(features=features, keep_run_dir=os.environ.get("CONTROLPLANE_KEEP_RUN_DIR") == "1")
     cp.start()
     try:
         install_deploy_objects(cp)
-        hook, configs = start_trainadmit(cp, tmp_path_factory.mktemp("trainadmit-outcome"), OUTCOME_PHASES,
-                                         "topology-constraint", ("--reconcile",))
+        if crds:
+            cp.install_crds(*crds)
+        if manifests:
+            cp.apply(load_manifests(*manifests))
+        hook, configs = start_trainadmit(cp, run_dir, phases, phase, ("--reconcile",))
         try:
-            yield OutcomeCluster(cp, hook, configs)
+            yield cp, hook
         finally:
             stop_trainadmit(cp, hook, configs)
     finally:
         cp.stop()
+
+
+@pytest.fixture(scope="session")
+def outcome_cluster(tmp_path_factory) -> Iterator[OutcomeCluster]:
+    """The outcome tier's control plane and trainadmit on it (skipped without the scheduler binaries)."""
+    with trainadmit_on(GANG_FEATURES, OUTCOME_PHASES, "topology-constraint",
+                       tmp_path_factory.mktemp("trainadmit-outcome")) as (cp, hook):
+        yield OutcomeCluster(cp, hook)
 # ---- the webhook away, the reconciler on --------------------------------------------------------
 
 GPU_PROBE = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "absent-probe", "namespace": "team-nlp"},
