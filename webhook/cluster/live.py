@@ -116,6 +116,17 @@ def _lines(resp):
         yield buf
 
 
+def watch_events(resp):
+    """(type, object) of each event of a streamed watch response; a watch ``ERROR`` event (410 Gone: the
+    resourceVersion expired) raises ApiError, so every watcher relists the same way."""
+    for line in _lines(resp):
+        event = json.loads(line)
+        kind_of, obj = event.get("type"), event.get("object") or {}
+        if kind_of == "ERROR":
+            raise ApiError(int(obj.get("code") or 500), f"{obj.get('reason')}: {obj.get('message')}")
+        yield kind_of, obj
+
+
 class LiveCluster(ClusterIndex):
     name = "live"
 
@@ -267,11 +278,7 @@ class LiveCluster(ClusterIndex):
         rv = resource_version
         self._touch(kind)
         try:
-            for line in _lines(resp):
-                event = json.loads(line)
-                kind_of, obj = event.get("type"), event.get("object") or {}
-                if kind_of == "ERROR":
-                    raise ApiError(int(obj.get("code") or 500), f"{obj.get('reason')}: {obj.get('message')}")
+            for kind_of, obj in watch_events(resp):
                 if kind_of == "BOOKMARK":
                     self.bookmarks += 1
                 elif kind_of in ("ADDED", "MODIFIED", "DELETED"):

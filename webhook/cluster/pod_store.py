@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from ..grammars.quantity import QuantityError, parse_quantity
 from .index import NodeFacts
-from .live import ApiError, _call, _lines
+from .live import ApiError, _call, watch_events
 
 STANDARD = frozenset({"cpu", "memory", "ephemeral-storage", "pods"})
 TERMINAL = frozenset({"Succeeded", "Failed"})
@@ -186,11 +186,7 @@ class Watcher:
                      timeout_seconds=self.watch_timeout, _preload_content=False,
                      _request_timeout=(10, self.watch_timeout + 15))
         try:
-            for line in _lines(resp):
-                event = json.loads(line)
-                kind_of, obj = event.get("type"), event.get("object") or {}
-                if kind_of == "ERROR":
-                    raise ApiError(int(obj.get("code") or 500), f"{obj.get('reason')}: {obj.get('message')}")
+            for kind_of, obj in watch_events(resp):
                 if kind_of in ("ADDED", "MODIFIED", "DELETED"):
                     self.store.apply(kind, kind_of, obj)
                 rv = (obj.get("metadata") or {}).get("resourceVersion", rv)
