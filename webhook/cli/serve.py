@@ -58,7 +58,8 @@ def _check_inputs(settings: ServerSettings) -> str | None:
             # projects it), so a missing or stale pair is what it is about to fix, not a reason to exit
             emit("startup", message=f"{exc}; waiting for the certificate controller (--manage-certs)")
         check_cluster_files(list(settings.app.cluster_files))
-        if settings.app.cluster_live or controllers.reconcile or controllers.manage_certs:
+        if settings.app.cluster_live or controllers.reconcile or controllers.manage_certs or \
+                settings.listen.metrics_auth:
             check_kube_config()
     except StartupError as exc:
         return str(exc)
