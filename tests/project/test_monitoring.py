@@ -15,6 +15,7 @@ import json
 
 import jsonschema
 import pytest
+from support.controlplane import load_manifests
 from support.crd_prune import crd_schema, pruned
 from support.monitoring import (
     APISERVER_METRICS,
@@ -24,7 +25,6 @@ from support.monitoring import (
     samples,
     selectors,
 )
-from support.controlplane import load_manifests
 from support.paths import FIXTURES
 
 CRD = FIXTURES / "prometheus-operator" / "monitoring.coreos.com_prometheusrules.yaml"

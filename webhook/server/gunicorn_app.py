@@ -60,7 +60,8 @@ def gunicorn_options(settings: ServerSettings, listener_fd: int, metrics_fd: int
     listener's (the same workers and TLS serve it; ``app.Apps.wsgi`` tells its connections apart)."""
     processes = settings.processes
     return {
-        "bind": [f"fd://{listener_fd}", *([f"fd://{metrics_fd}"] if metrics_fd is not None else [])], "workers": processes.workers, "threads": processes.threads,
+        "bind": [f"fd://{listener_fd}", *([f"fd://{metrics_fd}"] if metrics_fd is not None else [])],
+        "workers": processes.workers, "threads": processes.threads,
         "worker_class": WORKER_CLASSES[processes.worker_class], "timeout": processes.timeout,
         "graceful_timeout": processes.graceful_timeout, "keepalive": processes.keepalive,
         "max_requests": processes.max_requests,
