@@ -87,8 +87,8 @@ def fetch_stored(group: str, version: str, plural: str, namespace: str, name: st
 
 
 def without_paths(text: str) -> str:
-    """A reload error as /readyz shows it to anyone who reaches the port: what is wrong, not which file and line
-    of the policy directory (the server's log has those)."""
+    """A reload error as the detailed /readyz shows it: what is wrong, not which file and line of the policy
+    directory (the server's log has those)."""
     import re
 
     return re.sub(r"\S*\.ya?ml(?::\d+)*:?\s*", "", text).strip()
