@@ -4,10 +4,9 @@
 Two Flask apps over one state (``create_apps``) that ``gunicorn_app.serve`` runs over TLS in each worker, the
 connection's listener choosing the app (``Apps.wsgi``): what reaches the webhook port (anything on the node
 network) learns nothing of namespaces, rules or reload errors; the metrics listener may ask for a Kubernetes
-token (``metrics_auth``). The routes read the
-body and write what ``handler.answer_review`` returns; each answer comes from exactly one policy generation
-(the store's decision cache is read once per request). The benchmarks' floors are not part of it unless the settings
-ask for them (``floors``).
+token (``metrics_auth``). The admission routes read the body and write what ``handler.answer_review`` returns;
+each answer comes from exactly one policy generation (the store's decision cache is read once per request). The
+benchmarks' floors are not part of it unless the settings ask for them (``floors``).
 """
 
 from __future__ import annotations
