@@ -76,7 +76,7 @@ def start_server(tmp: Path, kubeconfig: Path, workers: int) -> tuple[subprocess.
     server = subprocess.Popen(
         [sys.executable, "-m", "trainadmit.cli", "serve", "-p", str(policy), "--tls-cert", str(tmp / "tls" / "tls.crt"),
          "--tls-key", str(tmp / "tls" / "tls.key"), "--host", "127.0.0.1", "--port", str(port), "--workers",
-         str(workers), "--enable-noop", "--cluster-live"],
+         str(workers), "--enable-noop", "--cluster-live", f"--metrics-bind-address=127.0.0.1:{port + 1}"],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=open(tmp / "server.log", "wb"))  # noqa: SIM115
     import ssl
 
@@ -109,7 +109,7 @@ class Modes:
             self.configs[mode] = configs
         self.endpoints = {"none": set(), "noop": {"noop"}, "noop-patch": {"noop-patch", "noop"},
                           "trainadmit": {"mutate", "validate"}}
-        self.metrics_url, self.ca = f"{base}/metrics", ca
+        self.metrics_url, self.ca = f"https://127.0.0.1:{port + 1}/metrics", ca  # start_server's metrics listener
         self.probe = job_template()
         self.probe["metadata"]["name"] = "bench-probe"
 

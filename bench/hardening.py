@@ -67,15 +67,17 @@ class Server:
     def __init__(self, variant: str, extra: list[str] | None = None, workers: int = 2, threads: int = 8):
         self.tmp = Path(tempfile.mkdtemp(prefix="trainadmit-hardening-"))
         pki.issue(self.tmp / "tls", "trainadmit", "trainadmit-system")
-        with socket.socket() as s:
+        with socket.socket() as s, socket.socket() as m:
             s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
+            m.bind(("127.0.0.1", 0))
+            self.port, self.metrics_port = s.getsockname()[1], m.getsockname()[1]
         env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "trainadmit.cli", "serve", "-p", str(ROOT / "policies"),
              "--tls-cert", str(self.tmp / "tls" / "tls.crt"), "--tls-key", str(self.tmp / "tls" / "tls.key"),
              "--host", "127.0.0.1", "--port", str(self.port), "--workers", str(workers), "--threads", str(threads),
-             "--enable-noop", *VARIANTS[variant], *(extra or [])],
+             "--enable-noop", f"--metrics-bind-address=127.0.0.1:{self.metrics_port}", *VARIANTS[variant],
+             *(extra or [])],
             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=open(self.tmp / "server.log", "wb"),  # noqa: SIM115
             start_new_session=True)
         deadline = time.monotonic() + 60
@@ -398,7 +400,7 @@ def cmd_labels(args: argparse.Namespace) -> None:
     server = Server("deadline")
     try:
         post(server.port, "/mutate", small_review(), 10)
-        before = metric_lines(server.port)
+        before = metric_lines(server.metrics_port)
         for i in range(args.requests):
             word = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(12))
             if i % 3 == 0:
@@ -410,7 +412,7 @@ def cmd_labels(args: argparse.Namespace) -> None:
                                                                        "kind": word.title()})
                 post(server.port, "/mutate" if i % 3 == 1 else "/validate", json.dumps(review).encode(), 10)
         started = time.perf_counter()
-        after = metric_lines(server.port)
+        after = metric_lines(server.metrics_port)
         took = time.perf_counter() - started
     finally:
         server.stop()

@@ -129,7 +129,7 @@ def test_reports_are_written_rewritten_and_removed(webhook, cluster, tmp_path):
 
 def _violations(server) -> dict[tuple[str, str], float]:
     """trainadmit_report_violations samples of the server's /metrics, by (rule, namespace)."""
-    text = server.client(keep_alive=False).request("GET", "/metrics")[1].decode()
+    text = server.metrics_client(keep_alive=False).request("GET", "/metrics")[1].decode()
     out = {}
     for m in re.finditer(r"^trainadmit_report_violations\{([^}]*)\} (\S+)$", text, re.M):
         labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))

@@ -419,3 +419,76 @@ def test_an_update_changing_neither_spec_nor_a_trainadmit_key_is_not_sent(webhoo
     finally:
         http.patch(ref, {"metadata": {"finalizers": None}})
         http.delete(ref, propagation="Background")
+
+
+# ---- the metrics port: only a token the apiserver authorizes for get on /metrics ---------------------------
+
+@pytest.fixture(scope="module")
+def guarded(control_plane, cluster, tmp_path_factory):
+    """A server as deploy/ runs it (``--metrics-bind-address``, ``--metrics-auth``), calling the apiserver as
+    trainadmit's account with deploy/base's RBAC; Prometheus's ServiceAccount bound to deploy/monitoring's
+    reader role, and a namespace user's ServiceAccount with nothing of the kind. Yields (server, tokens)."""
+    from support.controlplane import load_manifests
+    from support.paths import POLICIES, ROOT
+    from support.server import Server, issue_certs
+
+    cp = control_plane
+    http = cp.http
+    base = tmp_path_factory.mktemp("metrics-guarded")
+    cp.ensure_namespace("monitoring")
+    made = [*load_manifests(ROOT / "deploy" / "monitoring" / "metrics-reader.yaml"),
+            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "prometheus", "namespace": "monitoring"}},
+            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "curious", "namespace": NS}},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+             "metadata": {"name": "trainadmit-metrics-reader-test"},
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                         "name": "trainadmit-metrics-reader"},
+             "subjects": [{"kind": "ServiceAccount", "name": "prometheus", "namespace": "monitoring"}]}]
+    cp.apply(made)
+
+    def token(namespace: str, name: str) -> str:
+        req = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}}
+        return http.request("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token", req)["status"][
+            "token"]
+
+    kubeconfig = cp.service_account_kubeconfig(base / "kubeconfig", "trainadmit-system", "trainadmit")
+    server = Server(POLICIES, issue_certs(base / "certs"), workers=1, extra=["--metrics-auth"],
+                    env_extra={"KUBECONFIG": str(kubeconfig)})
+    try:
+        server.wait_ready(timeout=60)
+        yield server, {"reader": token("monitoring", "prometheus"), "user": token(NS, "curious")}
+    finally:
+        server.stop()
+        for obj in made:
+            http.delete(obj)
+
+
+def test_the_metrics_port_answers_only_a_token_authorized_for_metrics(guarded, cluster):
+    """Issue 33: /metrics and /readyz's detail answered anyone who reached the webhook port. Now the webhook port
+    has no /metrics and a bare /readyz; the metrics port refuses a caller without a token or with one the apiserver
+    does not authenticate (401), and an authenticated user not allowed get on /metrics (403), though the
+    discovery roles let every user get /readyz; Prometheus's account, bound to deploy/monitoring's reader role, reads
+    both. On main the server did not start with these flags, and its webhook port served /metrics to anyone."""
+    server, tokens = guarded
+    webhook = server.client(keep_alive=False)
+    assert webhook.request("GET", "/metrics")[0] == 404
+    status, body = webhook.request("GET", "/readyz")
+    assert status == 200 and body == b'{"status":"ready"}'
+    for token, expected in ((None, 401), ("not-a-token", 401), (tokens["user"], 403)):
+        for path in ("/metrics", "/readyz"):
+            status, body = server.metrics_client(token, keep_alive=False).request("GET", path)
+            assert status == expected and b"trainadmit_" not in body and b"cluster" not in body, (path, status, body)
+    # the apiserver lets that user get /readyz (system:discovery): authorizing the path asked for would let it in
+    review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": {
+        "user": f"system:serviceaccount:{NS}:curious", "groups": ["system:serviceaccounts", "system:authenticated"],
+        "nonResourceAttributes": {"path": "/readyz", "verb": "get"}}}
+    assert cluster.cp.http.request("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", review)["status"][
+        "allowed"] is True
+    reader = server.metrics_client(tokens["reader"], keep_alive=False)
+    status, body = reader.request("GET", "/metrics")
+    assert status == 200 and b"trainadmit_policy_generation_info" in body
+    status, body = reader.request("GET", "/readyz")
+    assert status == 200 and b'"cluster"' in body
+    refused = [x for x in server.log_lines() if x.get("event") == "metrics_refused"]
+    assert {x["status"] for x in refused} == {401, 403}
+    assert not any(tokens["user"] in str(x) or tokens["reader"] in str(x) for x in server.log_lines())

@@ -64,6 +64,14 @@ def test_deployment_is_replicated_and_restricted():
     assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True
     assert sc["capabilities"] == {"drop": ["ALL"]} and sc["runAsNonRoot"] is True
     assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "https", "scheme": "HTTPS"}
+    # /metrics and the detailed /readyz on a port of their own, for authorized tokens only; the probes stay on the
+    # webhook port, which answers them with a bare status
+    assert "--metrics-bind-address=:8444" in c["args"] and "--metrics-auth" in c["args"]
+    assert {"name": "metrics", "containerPort": 8444, "protocol": "TCP"} in c["ports"]
+    metrics = one(render("default"), "Service", "trainadmit-metrics")
+    assert metrics["spec"]["ports"] == [{"name": "metrics", "port": 8444, "targetPort": "metrics", "protocol": "TCP"}]
+    assert metrics["spec"]["selector"] == dep["spec"]["selector"]["matchLabels"]
+    assert [p["port"] for p in one(render("default"), "Service")["spec"]["ports"]] == [443]
     assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert set(c["resources"]["requests"]) == {"cpu", "memory"} and set(c["resources"]["limits"]) == {"cpu", "memory"}
     assert c["args"][0] == "serve"
@@ -119,7 +127,9 @@ def test_rbac_grants_exactly_what_the_code_calls():
         # the reconciler: the budgets' ResourceQuota, and one report per namespace
         ("", "resourcequotas"), ("openreports.io", "reports"), ("wgpolicyk8s.io", "policyreports"),
         # the placement gate's ungater: a gated Pod's domain and its gate lifted (fenced by fence-pods.yaml)
-        ("", "pods")}
+        ("", "pods"),
+        # the metrics port's filter (--metrics-auth): reviews the apiserver answers and never stores
+        ("authentication.k8s.io", "tokenreviews"), ("authorization.k8s.io", "subjectaccessreviews")}
     # a ResourceQuota and a report are changed or deleted by name only: the ones trainadmit writes
     for resource, name in (("resourcequotas", "trainadmit-gpu-budget"), ("reports", "trainadmit"),
                            ("policyreports", "trainadmit")):
@@ -347,14 +357,19 @@ def test_termination_outlasts_endpoint_propagation_and_the_graceful_drain(overla
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_network_policy_admits_only_non_pod_addresses_to_the_webhook_port(overlay):
+    """The webhook port to node addresses only (the apiserver, the kubelet's probes), the metrics port to the
+    monitoring namespace only: on main the monitoring namespace reached the webhook port, where /metrics was."""
     objs = render(overlay)
     policy = one(objs, "NetworkPolicy")
     dep = one(objs, "Deployment")
     assert policy["spec"]["podSelector"]["matchLabels"] == dep["spec"]["selector"]["matchLabels"]
     assert policy["spec"]["policyTypes"] == ["Ingress"]
-    port = dep["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"]
+    ports = {p["name"]: p["containerPort"] for p in dep["spec"]["template"]["spec"]["containers"][0]["ports"]}
     rules = policy["spec"]["ingress"]
-    assert all(rule["ports"] == [{"port": port, "protocol": "TCP"}] for rule in rules)
+    assert [rule["ports"] for rule in rules] == [[{"port": ports["https"], "protocol": "TCP"}],
+                                                 [{"port": ports["metrics"], "protocol": "TCP"}]]
+    assert [list(peer) for peer in rules[0]["from"]] == [["ipBlock"]]
+    assert [list(peer) for peer in rules[1]["from"]] == [["namespaceSelector"]]
     peers = [peer for rule in rules for peer in rule["from"]]
     assert all(set(peer) in ({"ipBlock"}, {"namespaceSelector"}) for peer in peers)  # never a podSelector-all
     blocks = [peer["ipBlock"] for peer in peers if "ipBlock" in peer]

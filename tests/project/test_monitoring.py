@@ -15,6 +15,7 @@ import json
 
 import jsonschema
 import pytest
+from support.controlplane import load_manifests
 from support.crd_prune import crd_schema, pruned
 from support.monitoring import (
     APISERVER_METRICS,
@@ -41,13 +42,35 @@ def _rule(objs) -> dict:
 
 def test_the_component_holds_a_dashboard_for_the_grafana_sidecar_and_the_rules(objs):
     assert sorted((o["kind"], o["metadata"]["name"]) for o in objs) == [
-        ("ConfigMap", "trainadmit-dashboard"), ("PrometheusRule", "trainadmit")]
+        ("ClusterRole", "trainadmit-metrics-reader"), ("ConfigMap", "trainadmit-dashboard"),
+        ("PrometheusRule", "trainadmit"), ("ServiceMonitor", "trainadmit")]
     [dashboard] = [o for o in objs if o["kind"] == "ConfigMap"]
     assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"  # the sidecar's default label
-    assert all(o["metadata"]["namespace"] == "trainadmit-system" for o in objs)
+    assert all(o["metadata"]["namespace"] == "trainadmit-system" for o in objs if o["kind"] != "ClusterRole")
     [board] = [json.loads(text) for text in dashboard["data"].values()]
     assert board["uid"] == "trainadmit" and len(board["panels"]) > 10
     assert [v["type"] for v in board["templating"]["list"]] == ["datasource"]  # no Prometheus baked in
+
+
+def test_prometheus_scrapes_the_metrics_port_with_its_token_as_the_reader_role_allows(objs):
+    """The ServiceMonitor selects the metrics Service (never the webhook's), by its port name, over HTTPS verified
+    against the serving CA, with a bearer token; the reader role grants exactly what the server's filter asks
+    (``server.metrics_auth``). On main nothing scraped the metrics port: there was none."""
+    from support.kube_fixtures import DEPLOY
+
+    from trainadmit.server.metrics_auth import AUTHORIZED_PATH, AUTHORIZED_VERB
+
+    [monitor] = [o for o in objs if o["kind"] == "ServiceMonitor"]
+    service = load_manifests(DEPLOY / "metrics-service.yaml")[0]
+    labels = {**service["metadata"]["labels"], "app.kubernetes.io/name": "trainadmit"}  # base's kustomize labels
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    assert "metrics" in monitor["spec"]["selector"]["matchLabels"].values()
+    [endpoint] = monitor["spec"]["endpoints"]
+    assert endpoint["port"] == service["spec"]["ports"][0]["name"] and endpoint["scheme"] == "https"
+    assert endpoint["path"] == AUTHORIZED_PATH and endpoint["bearerTokenFile"]
+    assert endpoint["tlsConfig"]["ca"]["secret"] == {"name": "trainadmit-tls", "key": "ca.crt"}
+    [role] = [o for o in objs if o["kind"] == "ClusterRole"]
+    assert role["rules"] == [{"nonResourceURLs": [AUTHORIZED_PATH], "verbs": [AUTHORIZED_VERB]}]
 
 
 def test_every_alert_the_issue_asks_for_is_there(objs):

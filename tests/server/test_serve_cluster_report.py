@@ -43,7 +43,7 @@ def test_an_explicit_backend_the_cluster_does_not_serve_is_reported_three_ways_a
                                    "scheduling.volcano.sh/v1beta1 (Volcano), which this cluster does not serve")
         [cluster] = [x for x in server.log_lines() if x.get("event") == "cluster"]
         assert cluster["kubernetes_version"] == "1.36" and cluster["gang_backend"] == "none"
-        status, body = server.client(keep_alive=False).request("GET", "/readyz")
+        status, body = server.metrics_client(keep_alive=False).request("GET", "/readyz")
         detail = json.loads(body)["cluster"]
         assert status == 200 and detail["gangBackend"] == "none" and detail["versionFrom"] == "cluster"
         assert [u["setting"] for u in detail["unhonoured"]] == ["gang.backend"]
@@ -67,5 +67,5 @@ def test_without_a_cluster_view_the_startup_line_says_what_auto_assumes(certs, t
         # the bundled default's native gang in pod-group mode needs the reconciler, which this serve does not run
         [warning] = [x for x in server.log_lines() if x.get("event") == "setting_unhonoured"]
         assert warning["setting"] == "--reconcile" and "native/pod-group" in warning["message"]
-        _, body = server.client(keep_alive=False).request("GET", "/readyz")
+        _, body = server.metrics_client(keep_alive=False).request("GET", "/readyz")
         assert json.loads(body)["cluster"]["assumed"] == cluster["assumed"]

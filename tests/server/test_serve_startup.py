@@ -112,6 +112,26 @@ def test_a_port_in_use_is_one_line(pairs):
     refused(result, f"cannot listen on 127.0.0.1:{port}", "the port is in use", "--port")
 
 
+def test_a_metrics_address_in_use_or_on_the_admission_port_is_one_line(pairs):
+    good = pairs / "good"
+    admission = free_port()
+
+    def run(address: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "trainadmit.cli", "serve", "-p", str(POLICIES), "--host",
+                               "127.0.0.1", "--port", str(admission), "--metrics-bind-address", address,
+                               "--tls-cert", str(good / "tls.crt"), "--tls-key", str(good / "tls.key")],
+                              capture_output=True, text=True, cwd=ROOT, timeout=60)
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        refused(run(f"127.0.0.1:{port}"), f"cannot listen on 127.0.0.1:{port}", "the port is in use",
+                "--metrics-bind-address")
+    refused(run(f":{admission}"), "--metrics-bind-address or $TRAINADMIT_METRICS_BIND_ADDRESS names the admission port")
+    refused(run("metrics"), "--metrics-bind-address takes host:port, :port or 0 (off), got 'metrics'")
+
+
 def test_an_unknown_host_is_one_line(pairs):
     good = pairs / "good"
     result = subprocess.run([sys.executable, "-m", "trainadmit.cli", "serve", "-p", str(POLICIES), "--host",

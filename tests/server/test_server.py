@@ -31,21 +31,41 @@ def decode_patch(resp: dict) -> list:
 
 
 def test_health_ready_metrics(server):
-    c = server.client()
+    c, m = server.client(), server.metrics_client()
     assert c.request("GET", "/healthz")[0] == 200
-    status, body = c.request("GET", "/readyz")
+    status, body = m.request("GET", "/readyz")
     # ready, and degraded: the bundled policy's native pod-group gang (auto, assumed without a cluster view)
     # needs the reconciler this serve does not run
     ready = json.loads(body)
     assert status == 200 and ready["status"] == "degraded"
     assert [line.split(":")[0] for line in ready["degraded"]] == ["unhonoured reconciler"]
     c.post_review("/mutate", review("job-03-mutate-Job-CREATE.json"))
-    status, body = c.request("GET", "/metrics")
+    status, body = m.request("GET", "/metrics")
     text = body.decode()
     assert status == 200
     assert 'trainadmit_admission_requests_total{kind="Job",operation="CREATE",result="patched",webhook="mutate"}' in text
     assert "trainadmit_admission_duration_seconds_bucket" in text
     assert "trainadmit_policy_generation_info" in text
+
+
+def test_the_admission_port_tells_nothing_but_whether_it_is_ready(server):
+    """Issue 33: anything that reaches the webhook port (the node network: every hostNetwork Pod) read /metrics
+    (namespace names, rule counts) and /readyz's detail (the cluster, degraded settings, the last reload error).
+    Now it answers the webhooks and a bare status for the kubelet's probes; the detail is the metrics listener's.
+    On main /metrics answered 200 here and /readyz named its degraded setting."""
+    c = server.client(keep_alive=False)
+    status, body = c.request("GET", "/readyz")
+    assert (status, json.loads(body)) == (200, {"status": "ready"})
+    assert json.loads(c.request("GET", "/healthz")[1]) == {"status": "ok"}
+    for path in ("/metrics", "/readyz/", "/debug/pprof", "/metrics/"):
+        status, body = c.request("GET", path)
+        assert status == 404 and b"trainadmit_" not in body and b"reconciler" not in body, (path, body[:200])
+    detail = server.metrics_client(keep_alive=False)
+    status, body = detail.request("GET", "/readyz")
+    assert status == 200 and json.loads(body)["status"] == "degraded" and "cluster" in json.loads(body)
+    assert b"trainadmit_policy_generation_info" in detail.request("GET", "/metrics")[1]
+    # the metrics listener serves no webhook
+    assert detail.post_review("/validate", review("job-03-mutate-Job-CREATE.json"))[0] == 404
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in (FIXTURES / "admission-reviews").glob("*.json")))
@@ -155,7 +175,7 @@ def test_deep_nesting_and_lone_surrogates_are_a_400_naming_where(server, path):
 
 
 def _series(server) -> set[str]:
-    text = server.client(keep_alive=False).request("GET", "/metrics")[1].decode()
+    text = server.metrics_client(keep_alive=False).request("GET", "/metrics")[1].decode()
     return {line.rsplit(" ", 1)[0] for line in text.splitlines() if line and not line.startswith("#")}
 
 

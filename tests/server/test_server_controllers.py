@@ -26,7 +26,7 @@ PASS_SECONDS = 5  # cli.serve.start_reconciler's interval
 def readiness(server: Server) -> tuple[int, dict]:
     """/readyz's status and body; (0, {}) while the server does not listen yet."""
     try:
-        status, body = server.client(keep_alive=False, timeout=5).request("GET", "/readyz")
+        status, body = server.metrics_client(keep_alive=False, timeout=5).request("GET", "/readyz")
     except OSError:
         return 0, {}
     return status, json.loads(body)

@@ -160,7 +160,7 @@ def test_rotation_and_policy_swap_under_load(tmp_path):
     events = [x["event"] for x in server.log_lines()]
     assert events.count("policy_loaded") == 2
     # one generation series, the one served (a replaced generation used to stay, at 0, for good)
-    text = server.client(keep_alive=False).request("GET", "/metrics")[1].decode()
+    text = server.metrics_client(keep_alive=False).request("GET", "/metrics")[1].decode()
     series = [line for line in text.splitlines() if line.startswith("trainadmit_policy_generation_info{")]
     assert series and all(f'generation="{last}"' in line and line.endswith(" 1.0") for line in series), series
     assert events.count("certificate_loaded") >= 3
@@ -178,7 +178,7 @@ def test_broken_policy_update_keeps_serving_the_old_one(tmp_path):
     pki.issue(certs, "trainadmit", "trainadmit-system")
     server = Server(policy_dir, certs, workers=1)
     server.wait_ready()
-    c = server.client()
+    c = server.metrics_client()
     before = json.loads(c.request("GET", "/readyz")[1])["generation"]
     configmap_dir(policy_dir, broken, "v2")
     ready = wait_until(lambda: (r := json.loads(c.request("GET", "/readyz")[1])).get("lastReloadError") and r, 20,

@@ -123,6 +123,10 @@ def test_the_deployments_arguments_are_read_as_written():
     assert (settings.app.policy_dir, settings.tls.cert_file, settings.listen.port) == \
         ("/policies", "/tls/tls.crt", 8443)
     assert settings.app.cluster_live and settings.controllers.reconcile
+    assert (settings.listen.metrics_host, settings.listen.metrics_port, settings.listen.metrics_auth) == \
+        ("0.0.0.0", 8444, True)
+    assert parse().listen.metrics_port is None  # off unless asked for, as controller-runtime's "0"
+    assert parse("--metrics-bind-address", "[::1]:9443").listen.metrics_address == "[::1]:9443"
 
 
 @pytest.mark.parametrize("argv,environ,message", [

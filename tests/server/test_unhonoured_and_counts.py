@@ -26,7 +26,7 @@ from support.policies import BACKENDS, write_policy
 from trainadmit.engine import load_policy
 from trainadmit.engine.clusterview import Discovered
 from trainadmit.server import cluster_report
-from trainadmit.server.app import create_app
+from trainadmit.server.app import create_apps
 from trainadmit.server.controller_status import ControllerStatus
 from trainadmit.server.settings import ServerSettings, replace
 
@@ -36,10 +36,24 @@ PROBLEM = ("not allowed to use the Lease trainadmit-system/trainadmit-reconciler
            "trainadmit-system (leases.coordination.k8s.io is forbidden)")
 
 
-def app_of(policy_dir, reconcile: bool, status: ControllerStatus | None = None):
+class _Apps:
+    """One worker's two apps: reviews POSTed to the admission app, GETs (/readyz's detail, /metrics) to the
+    metrics app, as the two listeners serve them."""
+
+    def __init__(self, apps) -> None:
+        self.admission, self.metrics = apps.admission.test_client(), apps.metrics.test_client()
+
+    def post(self, *args, **kw):
+        return self.admission.post(*args, **kw)
+
+    def get(self, *args, **kw):
+        return self.metrics.get(*args, **kw)
+
+
+def app_of(policy_dir, reconcile: bool, status: ControllerStatus | None = None) -> _Apps:
     settings = replace(ServerSettings(), app={"policy_dir": str(policy_dir), "reload_interval": 3600},
                        controllers={"reconcile": reconcile})
-    return create_app(settings, status).test_client()
+    return _Apps(create_apps(settings, status))
 
 
 def gauge(client, setting: str) -> float:

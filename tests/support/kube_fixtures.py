@@ -273,7 +273,7 @@ class Webhook:
         else:
             write_policy(self.policy_dir, phases[phase], self.extra)
         policy = load_policy(self.policy_dir)
-        client = self.server.client(keep_alive=False)  # type: ignore[attr-defined]
+        client = self.server.metrics_client(keep_alive=False)  # type: ignore[attr-defined]
 
         def serving() -> bool:
             import json

@@ -1,5 +1,5 @@
 """Every Kubernetes permission the code declares it uses (the live view, the reconciler, the preflight status,
-the Leases, the certificate controller): deploy/'s RBAC must grant exactly these (tests/project/test_deploy.py),
+the Leases, the certificate controller, the metrics port's filter): deploy/'s RBAC must grant exactly these (tests/project/test_deploy.py),
 and the real authorizer must allow them (tests/integration/test_cluster_on_apiserver.py)."""
 
 from __future__ import annotations
@@ -12,8 +12,10 @@ def declared_permissions() -> tuple:
     from trainadmit.cluster.live import PERMISSIONS as VIEW
     from trainadmit.cluster.preflight_status import PERMISSIONS as PREFLIGHT
     from trainadmit.server.app import SCALE_PERMISSIONS
+    from trainadmit.server.metrics_auth import PERMISSIONS as METRICS_AUTH
 
-    return (*VIEW, *reconciler_permissions(), *PREFLIGHT, *LEASE_PERMISSIONS, *CERTS, *SCALE_PERMISSIONS)
+    return (*VIEW, *reconciler_permissions(), *PREFLIGHT, *LEASE_PERMISSIONS, *CERTS, *SCALE_PERMISSIONS,
+            *METRICS_AUTH)
 
 
 def declared(certs: bool) -> set[tuple]:

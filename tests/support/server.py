@@ -49,8 +49,9 @@ class Client:
     """HTTPS client that connects to 127.0.0.1 but verifies the chain and the Service DNS name."""
 
     def __init__(self, port: int, ca_file: Path, server_name: str = SERVICE, timeout: float = 10.0,
-                 keep_alive: bool = True):
+                 keep_alive: bool = True, token: str | None = None):
         self.port, self.server_name, self.timeout, self.keep_alive = port, server_name, timeout, keep_alive
+        self.token = token
         self.ca_file = ca_file
         self.conn: http.client.HTTPSConnection | None = None
         self.trusted = 0  # CA certificates the newest connection trusts (read from ca_file when it was opened)
@@ -80,6 +81,8 @@ class Client:
             self.close()
             self.conn = self._connect()
         headers = {"Content-Type": "application/json"} if body is not None else {}
+        if self.token is not None:
+            headers["Authorization"] = f"Bearer {self.token}"
         try:
             self.conn.request(method, path, body=body, headers=headers)
             resp = self.conn.getresponse()
@@ -111,6 +114,10 @@ class Server:
     def __init__(self, policy_dir: Path, cert_dir: Path, workers: int = 2, extra: list[str] | None = None,
                  log: Path | None = None, env_extra: dict | None = None, command: list[str] | None = None):
         self.port = free_port()
+        # the metrics listener (/metrics, the detailed /readyz): on unless ``extra`` says where (or 0)
+        given = [a for a in (extra or []) if a.startswith("--metrics-bind-address")]
+        self.metrics_port: int | None = free_port() if not given else (
+            None if given[0].endswith("=0") else int(given[0].rsplit(":", 1)[1]))
         self.cert_dir = cert_dir
         self._clients: list[Client] = []
         self.log = log or cert_dir / "server.log"
@@ -122,7 +129,8 @@ class Server:
             [*(command or [sys.executable, "-m", "trainadmit.cli"]), "serve", "-p", str(policy_dir),
              "--tls-cert", str(cert_dir / "tls.crt"), "--tls-key", str(cert_dir / "tls.key"),
              "--host", "127.0.0.1", "--port", str(self.port), "--workers", str(workers),
-             "--reload-interval", "0.5", *(extra or [])],
+             "--reload-interval", "0.5",
+             *([f"--metrics-bind-address=127.0.0.1:{self.metrics_port}"] if not given else []), *(extra or [])],
             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=self._log_file)
 
     def __enter__(self) -> Server:
@@ -133,6 +141,13 @@ class Server:
 
     def client(self, **kw) -> Client:
         client = Client(self.port, self.cert_dir / "ca.crt", **kw)
+        self._clients.append(client)
+        return client
+
+    def metrics_client(self, token: str | None = None, **kw) -> Client:
+        """A client of the metrics listener (``token``: sent as ``Authorization: Bearer``)."""
+        assert self.metrics_port is not None, "this server has no metrics listener"
+        client = Client(self.metrics_port, self.cert_dir / "ca.crt", token=token, **kw)
         self._clients.append(client)
         return client
 
@@ -185,7 +200,7 @@ class Server:
 
     def metric(self, name: str) -> float | None:
         """The value of one sample line of /metrics (``name`` with its labels as rendered), or None."""
-        text = self.client(keep_alive=False).request("GET", "/metrics")[1].decode()
+        text = self.metrics_client(keep_alive=False).request("GET", "/metrics")[1].decode()
         for line in text.splitlines():
             if line.startswith(name + " "):
                 return float(line.rsplit(" ", 1)[1])

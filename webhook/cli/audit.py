@@ -87,6 +87,12 @@ class FileSource:
         view.finish()
         return view
 
+    def owners(self):
+        """The StatefulSets (and leader Pods) of the lists, for a Pod's provenance (``cluster.owners``)."""
+        from ..cluster.owners import StoredOwners
+
+        return StoredOwners(lambda: (obj for _, obj in self.objects()))
+
     def workloads(self) -> Iterator[Any]:
         from ..engine.workloads import adapter_for
 
@@ -118,6 +124,21 @@ class ClusterSource:
             return listed_cluster(client_api=self.api, keeps=keeps)
         except ListError as exc:
             raise AuditError(f"cannot build the cluster view: {exc}") from exc
+
+    def owners(self):
+        """The StatefulSet (and leader Pod) a Pod's provenance names, read when asked (``cluster.owners``)."""
+        from ..cluster.listed import ListError
+        from ..cluster.owners import ApiOwners
+
+        read = ApiOwners(self.api)
+
+        def owner(namespace: str, ref: dict):
+            try:
+                return read(namespace, ref)
+            except ListError as exc:
+                raise AuditError(f"cannot read the owner of a Pod: {exc}") from exc
+
+        return owner
 
     def workloads(self) -> Iterator[Any]:
         from ..cluster.listed import ListError, workloads
@@ -386,8 +407,10 @@ def _audit(args: argparse.Namespace, source, policy, policy_dir: str) -> int:
             explainer = Explainer(policy, policy_dir)
         output = TextOutput(out, explainer)
     tally = Tally()
+    owners = source.owners()
     for obj in source.workloads():
-        verdict = judge(policy, obj, AsCreated(view, view.workloads, order_of(obj)), namespace=args.namespace)
+        verdict = judge(policy, obj, AsCreated(view, view.workloads, order_of(obj)), namespace=args.namespace,
+                        owners=owners)
         tally.add(verdict)
         output.add(verdict)
     namespaces = {name: budgets(policy, view, name) for name in tally.namespaces}

@@ -58,7 +58,8 @@ def _check_inputs(settings: ServerSettings) -> str | None:
             # projects it), so a missing or stale pair is what it is about to fix, not a reason to exit
             emit("startup", message=f"{exc}; waiting for the certificate controller (--manage-certs)")
         check_cluster_files(list(settings.app.cluster_files))
-        if settings.app.cluster_live or controllers.reconcile or controllers.manage_certs:
+        if settings.app.cluster_live or controllers.reconcile or controllers.manage_certs or \
+                settings.listen.metrics_auth:
             check_kube_config()
     except StartupError as exc:
         return str(exc)
@@ -67,7 +68,7 @@ def _check_inputs(settings: ServerSettings) -> str | None:
 
 def _serve(settings: ServerSettings) -> int:
     from ..server.logs import capture_warnings
-    from ..server.startup import StartupError, bind_listener
+    from ..server.startup import StartupError, bind_listeners
 
     capture_warnings()  # from here on every line is JSON, a library's warnings included
     problem = _check_inputs(settings)
@@ -77,7 +78,7 @@ def _serve(settings: ServerSettings) -> int:
     if policy is None:
         return EXIT_ERROR
     try:
-        listener = bind_listener(settings.listen.host, settings.listen.port, settings.listen.address)
+        listener, metrics_listener = bind_listeners(settings.listen)
     except StartupError as exc:
         return _refuse(str(exc))
     from ..server.controller_status import ControllerStatus
@@ -95,7 +96,7 @@ def _serve(settings: ServerSettings) -> int:
                          settings.app.cluster_max_age, status)
         start_preflight_status(controllers.namespace, policy.keys.preflight, policy.keys.applied, status)
         start_placement(controllers.namespace, f"{policy.keys.podgroup.rsplit('/', 1)[0]}/placement", status)
-    return serve(settings, listener, status)
+    return serve(settings, listener, status, metrics_listener)
 
 
 def _report_cluster(settings: ServerSettings, status) -> None:

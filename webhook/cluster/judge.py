@@ -14,6 +14,11 @@ from), asked as a CREATE of the stored object: what would happen if it were subm
 - **skipped**: no decision applies (not a GPU workload, an exempt namespace, or a child, which is
   judged through its parent exactly as admission judges it).
 
+A stored Pod of a StatefulSet that carries trainadmit's provenance annotation is a child of a LeaderWorkerSet only
+when that StatefulSet is one (``engine.provenance.vouched``: controlled by a LeaderWorkerSet, or by a group's
+leader Pod that is): the caller's ``owners`` finds the stored StatefulSet (and leader). Otherwise, a StatefulSet
+forged before the webhooks or the fence existed, or one ``owners`` cannot find, its Pods are decided one by one.
+
 A value an older policy generation injected and the current one would set differently counts as the
 object's own (the engine cannot tell it from a user's choice) unless the field is enforced, where it
 is a denial (``enforced.conflict``).
@@ -22,6 +27,7 @@ is a denial (``enforced.conflict``).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -31,6 +37,8 @@ from ..engine.clusterview import ClusterView
 from ..engine.decide import controller_user
 from ..engine.decision import Injection, Source
 from ..engine.paths import field_path, get_path
+from ..engine.provenance import controller_ref, vouched
+from ..engine.workloads import OWNER_BY_KIND
 from ..policy import PolicySet
 
 
@@ -128,15 +136,35 @@ def _change(stored: dict, mutated: dict, injection: Injection) -> Change:
                   injection.concern, str(injection.source), injection.source)
 
 
-def judge(policy: PolicySet, obj: Any, cluster: ClusterView | None = None, namespace: str | None = None) -> Verdict:
-    """The verdict on one stored object (``namespace`` for an object that names none)."""
+# (namespace, a controller ownerReference) -> the stored object it names, or None when it is not stored or not known
+Owners = Callable[[str, dict], "dict | None"]
+
+
+def stored_creator(obj: Any, namespace: str, owners: Owners | None) -> dict:
+    """The user a stored object is asked as: its controller's (a stored child was made by it; its creator is not
+    stored), except for the child of a StatefulSet no LeaderWorkerSet made, which is asked as nobody's, and so
+    decided as what it is (a forged provenance annotation is not trusted from the object)."""
+    ref = controller_ref(obj)
+    owner = OWNER_BY_KIND.get((ref.get("apiVersion"), ref.get("kind"))) if ref is not None else None  # type: ignore
+    if ref is None or owner is None or owner.decided:
+        return controller_user(obj)
+    found = owners(namespace, ref) if owners is not None else None
+    if found is None or not vouched(found, lambda r: owners(namespace, r) if owners is not None else None):
+        return {}
+    return controller_user(obj)
+
+
+def judge(policy: PolicySet, obj: Any, cluster: ClusterView | None = None, namespace: str | None = None,
+          owners: Owners | None = None) -> Verdict:
+    """The verdict on one stored object (``namespace`` for an object that names none). ``owners``: the stored
+    StatefulSets (and Pods) a Pod's controller may name, to tell a LeaderWorkerSet's from a forged one."""
     meta = obj.get("metadata") if isinstance(obj, dict) else None
     meta = meta if isinstance(meta, dict) else {}
     ns = str(meta.get("namespace") or namespace or "default")
-    # asked as its controller would ask: a stored child was made by it (its creator is not stored); as a stored
-    # object, so that what it lacks is a result of its own (final.not-admitted), not a pass
-    decision = decide(policy, Request(obj, operation="CREATE", namespace=ns, user=controller_user(obj), phase="audit"),
-                      cluster)
+    # asked as its controller would ask (``stored_creator``); as a stored object, so that what it lacks is a result
+    # of its own (final.not-admitted), not a pass
+    decision = decide(policy, Request(obj, operation="CREATE", namespace=ns, user=stored_creator(obj, ns, owners),
+                                      phase="audit"), cluster)
     verdict = Verdict(str(obj.get("apiVersion", "")) if isinstance(obj, dict) else "",
                       str(obj.get("kind", "")) if isinstance(obj, dict) else "", ns,
                       str(meta.get("name") or meta.get("generateName") or "<unnamed>"), str(meta.get("uid") or ""),
@@ -152,4 +180,4 @@ def judge(policy: PolicySet, obj: Any, cluster: ClusterView | None = None, names
     return verdict
 
 
-__all__ = ["Change", "Status", "Verdict", "changes_of", "judge"]
+__all__ = ["Change", "Owners", "Status", "Verdict", "changes_of", "judge", "stored_creator"]

@@ -32,6 +32,8 @@ SERVED_POLICY = ("trainadmit-system", "trainadmit-policies")  # the ConfigMap th
 POD_KIND = ("", "v1", "pods", "Pod")  # bare Pods are workloads too (those of a controller are its children)
 AUDIT_PERMISSIONS: tuple[Permission, ...] = (
     *PERMISSIONS, Permission("", "pods", ("list",)),
+    # the StatefulSet a Pod carrying trainadmit's provenance names, and its group's leader Pod (cluster.owners)
+    Permission("", "pods", ("get",)), Permission("apps", "statefulsets", ("get",)),
     Permission("", "configmaps", ("get",), (SERVED_POLICY[1],), namespaced=True),
 )
 

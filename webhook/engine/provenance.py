@@ -13,10 +13,17 @@ annotation elsewhere). The validating webhook is sent exactly these requests (``
 
 Invariant: a Pod is left alone as "made from a template trainadmit decided" only when its StatefulSet's template
 was written by an LWS controller identity.
+
+What is stored says the same by a different witness (``vouched``): audit and the reports judge a stored Pod of a
+StatefulSet as already decided only when that StatefulSet is itself controlled by a LeaderWorkerSet (the leaders'
+StatefulSet), or by a Pod that is (a group's leader, which LWS makes the owner of its workers' StatefulSet). A
+StatefulSet forged before the webhooks or the fence existed has neither, and its Pods are decided one by one.
+Both read which kinds vouch for a StatefulSet from one place (``vouching``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..policy import PolicySet
@@ -38,6 +45,41 @@ def vouching(owner: Owner) -> list[tuple[str, tuple[str, ...]]]:
     (their ``Platform.spec.controllers`` key, their declared controller users)."""
     return [(a.resource, a.controllers) for a in ADAPTERS if any(o.resource == owner.resource
                                                                  for o in a.intermediate_owners)]
+
+
+def controller_ref(obj: Any) -> dict | None:
+    """``obj``'s controller ownerReference, or None."""
+    refs = get_path(obj, ("metadata", "ownerReferences"))
+    for ref in refs if isinstance(refs, list) else ():
+        if isinstance(ref, dict) and ref.get("controller") is True:
+            return ref
+    return None
+
+
+def vouched(obj: Any, owner_of: Callable[[dict], Any], depth: int = 2) -> bool:
+    """Whether the stored ``obj`` (of a kind trainadmit does not decide: a StatefulSet) was made by the controller of
+    a kind that makes it from a template trainadmit decided: its controller ownerReference names such a kind (a
+    LeaderWorkerSet), or a Pod whose own controller is an object vouched for (LWS makes each group's workers'
+    StatefulSet owned by the group's leader Pod). ``owner_of(ref)``: the stored object a controller ownerReference
+    names (None when it is not stored or not known: then not vouched for)."""
+    owner = undecided_owner(obj)
+    ref = controller_ref(obj)
+    if owner is None or ref is None or depth < 0:
+        return False
+    from .workloads import adapter_for
+
+    if (ref.get("apiVersion"), ref.get("kind")) == ("v1", "Pod"):
+        return _leader_vouched(owner_of(ref), owner_of, depth)
+    adapter = adapter_for(ref.get("apiVersion"), ref.get("kind"))
+    return adapter is not None and adapter.resource in {resource for resource, _ in vouching(owner)}
+
+
+def _leader_vouched(leader: Any, owner_of: Callable[[dict], Any], depth: int) -> bool:
+    """A Pod owning a StatefulSet is a group's leader when its own StatefulSet is vouched for."""
+    ref = controller_ref(leader)
+    if not isinstance(leader, dict) or ref is None:
+        return False
+    return vouched(owner_of(ref), owner_of, depth - 1)
 
 
 def makers(policy: PolicySet, owner: Owner) -> list[str]:
@@ -86,4 +128,4 @@ def forged(policy: PolicySet, request: Request) -> Violation | None:
                      "create a LeaderWorkerSet")
 
 
-__all__ = ["FORGED", "forged", "makers", "undecided_owner", "vouching"]
+__all__ = ["FORGED", "controller_ref", "forged", "makers", "undecided_owner", "vouched", "vouching"]

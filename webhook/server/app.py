@@ -1,9 +1,12 @@
-"""The admission web app: POST /mutate and /validate, /healthz, /readyz, /metrics.
+"""The web apps: the admission app (POST /mutate and /validate, a bare /healthz and /readyz) and the metrics app
+(/metrics and the detailed /readyz), each on its own listener.
 
-A Flask app (``create_app``) that ``gunicorn_app.serve`` runs over TLS in each worker. The routes read the
-body and write what ``handler.answer_review`` returns; each answer comes from exactly one policy generation
-(the store's decision cache is read once per request). The benchmarks' floors are not part of it unless the settings
-ask for them (``floors``).
+Two Flask apps over one state (``create_apps``) that ``gunicorn_app.serve`` runs over TLS in each worker, the
+connection's listener choosing the app (``Apps.wsgi``): what reaches the webhook port (anything on the node
+network) learns nothing of namespaces, rules or reload errors; the metrics listener may ask for a Kubernetes
+token (``metrics_auth``). The admission routes read the body and write what ``handler.answer_review`` returns;
+each answer comes from exactly one policy generation (the store's decision cache is read once per request). The
+benchmarks' floors are not part of it unless the settings ask for them (``floors``).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from dataclasses import dataclass
 
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
@@ -19,7 +23,7 @@ from ..cluster.kube import Permission
 from ..cluster.snapshot import SnapshotCluster
 from ..engine.clusterview import ClusterView, NoCluster
 from ..engine.scale import SCALE_KINDS
-from . import cluster_report, metrics
+from . import cluster_report, metrics, metrics_auth
 from .controller_status import ControllerStatus
 from .cost import MemoryBudget
 from .handler import Answer, answer_review
@@ -82,8 +86,8 @@ def fetch_stored(group: str, version: str, plural: str, namespace: str, name: st
 
 
 def without_paths(text: str) -> str:
-    """A reload error as /readyz shows it to anyone who reaches the port: what is wrong, not which file and line
-    of the policy directory (the server's log has those)."""
+    """A reload error as the detailed /readyz shows it: what is wrong, not which file and line of the policy
+    directory (the server's log has those)."""
     import re
 
     return re.sub(r"\S*\.ya?ml(?::\d+)*:?\s*", "", text).strip()
@@ -139,9 +143,44 @@ def _reload_loop(policies: PolicyStore, interval: float) -> None:
             emit("policy_reload_error", error=repr(exc))
 
 
+@dataclass(frozen=True)
+class Apps:
+    """The two apps of one worker process, over one state (policy store, cluster view, certificate):
+    ``admission`` (what the webhook port serves: ``/mutate``, ``/validate``, and ``/healthz`` and ``/readyz`` as a
+    bare status for the kubelet's probes) and ``metrics`` (what the metrics listener serves: ``/metrics`` and
+    ``/readyz`` with its detail: problems, cluster, degraded settings, the last reload error)."""
+
+    admission: Flask
+    metrics: Flask
+
+    def wsgi(self, metrics_port: int | None):
+        """The WSGI app gunicorn serves on both listeners: a request is the metrics app's when its connection
+        was accepted on ``metrics_port`` (the socket's own local port, never a header a client writes)."""
+        if metrics_port is None:
+            return self.admission
+        admission, metrics_app = self.admission.wsgi_app, self.metrics.wsgi_app
+
+        def dispatch(environ, start_response):
+            sock = environ.get("gunicorn.socket")
+            try:
+                port = sock.getsockname()[1] if sock is not None else None
+            except (OSError, IndexError, TypeError):
+                port = None
+            return (metrics_app if port == metrics_port else admission)(environ, start_response)
+
+        return dispatch
+
+
 def create_app(settings: ServerSettings | None = None, controllers: ControllerStatus | None = None) -> Flask:
-    """The app of one worker process. ``controllers``: what the main process's controllers report (their
-    problems make /readyz fail)."""
+    """The admission app of one worker process (``create_apps``' first)."""
+    return create_apps(settings, controllers).admission
+
+
+def create_apps(settings: ServerSettings | None = None, controllers: ControllerStatus | None = None,
+                auth: metrics_auth.Filter | None = None) -> Apps:
+    """The apps of one worker process. ``controllers``: what the main process's controllers report (their
+    problems make /readyz fail). ``auth``: the metrics listener's filter (``--metrics-auth`` makes one asking
+    the apiserver)."""
     settings = settings or ServerSettings()
     config, limits = settings.app, settings.limits
     app = Flask("trainadmit")
@@ -156,6 +195,8 @@ def create_app(settings: ServerSettings | None = None, controllers: ControllerSt
     threading.Thread(target=_reload_loop, args=(policies, config.reload_interval), name="policy-reload",
                      daemon=True).start()
     app.extensions["trainadmit"] = {"policies": policies, "certs": certs, "settings": settings}
+    if auth is None and settings.listen.metrics_auth:
+        auth = metrics_auth.Filter(*metrics_auth.kube_reviews())
 
     def admit(webhook: str) -> Response:
         return send(answer_review(webhook, request.get_data(cache=False), decisions=policies.decisions, cluster=cluster,
@@ -174,32 +215,54 @@ def create_app(settings: ServerSettings | None = None, controllers: ControllerSt
 
         floors.install(app, policies, limits, memory, send)
 
+    def problems() -> list[str]:
+        found = []
+        if policies.current is None:
+            found.append(f"no policy loaded ({without_paths(policies.last_error or 'not loaded yet')})")
+        if certs is not None and not certs.valid():
+            found.append("serving certificate missing, unreadable or expired")
+        found.extend(cluster_view_problems(live))
+        return found
+
     @app.get("/healthz")
     def healthz() -> Response:
         return _json({"status": "ok"})
 
     @app.get("/readyz")
     def readyz() -> Response:
-        problems = []
-        if policies.current is None:
-            problems.append(f"no policy loaded ({policies.last_error or 'not loaded yet'})")
-        if certs is not None and not certs.valid():
-            problems.append("serving certificate missing, unreadable or expired")
-        problems.extend(cluster_view_problems(live))
-        if problems:
-            return _json({"status": "not ready", "problems": problems}, 503)
+        """The kubelet's probe: the status alone (what is wrong is the metrics listener's /readyz, and the log)."""
+        return _json({"status": "not ready"}, 503) if problems() else _json({"status": "ready"})
+
+    detail = Flask("trainadmit-metrics")
+
+    @detail.before_request
+    def authenticated() -> Response | None:
+        if auth is None:
+            return None
+        outcome = auth.check(request.headers.get("Authorization"))
+        if outcome.status:
+            emit("metrics_refused", status=outcome.status, path=request.path, user=outcome.user or None,
+                 reason=outcome.message)
+            return _json({"error": outcome.message}, outcome.status)
+        return None
+
+    @detail.get("/readyz")
+    def readyz_detail() -> Response:
+        found = problems()
+        if found:
+            return _json({"status": "not ready", "problems": found}, 503)
         policy = policies.current
-        detail = cluster_report.detail(policy, cluster)  # type: ignore[arg-type]
-        degraded = cluster_report.degraded(detail, controllers.problems() if controllers is not None else [])
+        seen = cluster_report.detail(policy, cluster)  # type: ignore[arg-type]
+        degraded = cluster_report.degraded(seen, controllers.problems() if controllers is not None else [])
         body = {"status": "degraded" if degraded else "ready", "generation": policy.generation,  # type: ignore
-                "cluster": detail}
+                "cluster": seen}
         if degraded:
             body["degraded"] = degraded
         if policies.last_error:
             body["lastReloadError"] = without_paths(policies.last_error)
         return _json(body)
 
-    @app.get("/metrics")
+    @detail.get("/metrics")
     def metrics_endpoint() -> Response:
         body = metrics.render() + (metrics.cluster_view_age(live.age()) if live is not None else b"")
         policy = policies.current
@@ -209,10 +272,11 @@ def create_app(settings: ServerSettings | None = None, controllers: ControllerSt
             body += metrics.unhonoured_settings(cluster_report.SETTINGS, {u.setting for u in found})
         return Response(body, mimetype="text/plain; version=0.0.4")
 
-    @app.errorhandler(HTTPException)
-    def http_error(exc: HTTPException) -> Response:
-        code = exc.code or 400
-        metrics.BAD_REQUESTS.labels(metrics.webhook_label(request.path), str(code)).inc()
-        return _json({"error": exc.description or exc.name}, code)
+    for served in (app, detail):
+        @served.errorhandler(HTTPException)
+        def http_error(exc: HTTPException) -> Response:
+            code = exc.code or 400
+            metrics.BAD_REQUESTS.labels(metrics.webhook_label(request.path), str(code)).inc()
+            return _json({"error": exc.description or exc.name}, code)
 
-    return app
+    return Apps(app, detail)

@@ -20,7 +20,7 @@ from gunicorn.app.base import BaseApplication
 from gunicorn.arbiter import Arbiter
 from gunicorn.glogging import Logger
 
-from .app import cert_store, create_app
+from .app import cert_store, create_apps
 from .controller_status import ControllerStatus
 from .logs import JsonFormatter, emit
 from .settings import ServerSettings
@@ -53,13 +53,15 @@ def _child_exit(server, worker) -> None:
     multiprocess.mark_process_dead(worker.pid)
 
 
-def gunicorn_options(settings: ServerSettings, listener_fd: int) -> dict[str, Any]:
-    """gunicorn's configuration: the processes section, TLS, the JSON log, and the listening socket (bound
+def gunicorn_options(settings: ServerSettings, listener_fd: int, metrics_fd: int | None = None) -> dict[str, Any]:
+    """gunicorn's configuration: the processes section, TLS, the JSON log, and the listening sockets (bound
     already, so that a port in use is found before gunicorn starts, which would retry five times and exit 1;
-    gunicorn takes the descriptor over and closes it when it has its own copy)."""
+    gunicorn takes the descriptors over and closes them when it has its own copies). ``metrics_fd``: the metrics
+    listener's (the same workers and TLS serve it; ``app.Apps.wsgi`` tells its connections apart)."""
     processes = settings.processes
     return {
-        "bind": [f"fd://{listener_fd}"], "workers": processes.workers, "threads": processes.threads,
+        "bind": [f"fd://{listener_fd}", *([f"fd://{metrics_fd}"] if metrics_fd is not None else [])],
+        "workers": processes.workers, "threads": processes.threads,
         "worker_class": WORKER_CLASSES[processes.worker_class], "timeout": processes.timeout,
         "graceful_timeout": processes.graceful_timeout, "keepalive": processes.keepalive,
         "max_requests": processes.max_requests,
@@ -77,7 +79,10 @@ def gunicorn_options(settings: ServerSettings, listener_fd: int) -> dict[str, An
 def _listening(settings: ServerSettings):
     """gunicorn's ``when_ready``: it listens, its workers are next."""
     def when_ready(server) -> None:
-        emit("listening", address=f"https://{settings.listen.address}", pid=os.getpid(),
+        listen = settings.listen
+        emit("listening", address=f"https://{listen.address}", pid=os.getpid(),
+             metrics=f"https://{listen.metrics_address}" if listen.metrics_port is not None else None,
+             metrics_auth=listen.metrics_auth if listen.metrics_port is not None else None,
              workers=settings.processes.workers, threads=settings.processes.threads,
              worker_class=settings.processes.worker_class)
     return when_ready
@@ -96,7 +101,7 @@ class Application(BaseApplication):
             self.cfg.set(key, value)
 
     def load(self):
-        return create_app(self.settings, self.controllers)
+        return create_apps(self.settings, self.controllers).wsgi(self.settings.listen.metrics_port)
 
 
 class _Arbiter(Arbiter):
@@ -117,11 +122,13 @@ class _Arbiter(Arbiter):
         super().handle_quit()
 
 
-def serve(settings: ServerSettings, listener: socket.socket, controllers: ControllerStatus | None = None) -> int:
+def serve(settings: ServerSettings, listener: socket.socket, controllers: ControllerStatus | None = None,
+          metrics_listener: socket.socket | None = None) -> int:
     """Run gunicorn with TLS in this process until it stops; the master's exit status (its workers leave
     through here too, with theirs, by SystemExit). The apiserver only speaks HTTPS to webhooks."""
     master = os.getpid()
-    app = Application(settings, gunicorn_options(settings, listener.detach()), controllers)
+    metrics_fd = metrics_listener.detach() if metrics_listener is not None else None
+    app = Application(settings, gunicorn_options(settings, listener.detach(), metrics_fd), controllers)
     arbiter = _Arbiter(app)
     status = 0
     try:

@@ -53,14 +53,59 @@ class TLSFiles:
                                    help="its private key, PEM")
 
 
+def _joined(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def bind_address(text: str) -> str:
+    """``host:port``, ``:port`` (every address) or ``0`` (off), as controller-runtime's ``--metrics-bind-address``
+    takes it; returned as given (``metrics_host``/``metrics_port`` split it)."""
+    value = text.strip()
+    if value == "0":
+        return value
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 1 <= int(port) <= 65535 or (host.startswith("[") != host.endswith("]")):
+        raise ValueError("takes host:port, :port or 0 (off)")
+    return value
+
+
+bind_address.metavar = "HOST:PORT"  # type: ignore[attr-defined]
+
+
 @dataclass(frozen=True)
 class Listen:
+    """The admission listener (``host``, ``port``: ``/mutate``, ``/validate`` and the bare ``/healthz`` and
+    ``/readyz`` the kubelet probes) and the metrics listener (``/metrics`` and the detailed ``/readyz``), apart so
+    that what reaches the webhook port learns nothing of the policy or the cluster."""
+
     host: str = setting("0.0.0.0", parse=name, help="address to listen on")
     port: int = setting(8443, parse=whole(1, 65535), help="HTTPS port")
+    metrics_bind_address: str = setting("0", env=AUTO, parse=bind_address,
+                                        help="where /metrics and the detailed /readyz are served (HTTPS, the same "
+                                             "certificate): host:port, :port for every address, 0 for nowhere; the "
+                                             "admission port serves neither")
+    metrics_auth: bool = setting(False, env=AUTO, switch=True,
+                                 help="on the metrics listener, authenticate the bearer token (TokenReview) and "
+                                      "authorize get on the non-resource URL /metrics (SubjectAccessReview), as "
+                                      "controller-runtime's WithAuthenticationAndAuthorization and kube-rbac-proxy do")
 
     @property
     def address(self) -> str:
-        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+        return _joined(self.host, self.port)
+
+    @property
+    def metrics_port(self) -> int | None:
+        """The metrics listener's port; None when it is off."""
+        return None if self.metrics_bind_address == "0" else int(self.metrics_bind_address.rpartition(":")[2])
+
+    @property
+    def metrics_host(self) -> str:
+        host = self.metrics_bind_address.rpartition(":")[0].strip("[]")
+        return host or "0.0.0.0"
+
+    @property
+    def metrics_address(self) -> str:
+        return _joined(self.metrics_host, self.metrics_port or 0)
 
 
 @dataclass(frozen=True)

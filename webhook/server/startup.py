@@ -100,9 +100,26 @@ def check_kube_config() -> None:
                            f"{where} is missing or unusable ({reason})") from None
 
 
-def bind_listener(host: str, port: int, address: str) -> socket.socket:
+def bind_listeners(listen: Listen) -> tuple[socket.socket, socket.socket | None]:
+    """The admission listener and the metrics listener (None when ``--metrics-bind-address`` is 0), bound."""
+    metrics_flag = sources(Listen, "metrics_bind_address")
+    if listen.metrics_port == listen.port:
+        raise StartupError(f"cannot listen on {listen.metrics_address}: {metrics_flag} names the admission port "
+                           f"{listen.port} (the metrics listener needs its own)")
+    admission = bind_listener(listen.host, listen.port, listen.address)
+    if listen.metrics_port is None:
+        return admission, None
+    try:
+        return admission, bind_listener(listen.metrics_host, listen.metrics_port, listen.metrics_address,
+                                        metrics_flag)
+    except StartupError:
+        admission.close()
+        raise
+
+
+def bind_listener(host: str, port: int, address: str, flag: str | None = None) -> socket.socket:
     """The server's listening socket, bound (gunicorn listens on it and serves from it). ``address``: how the
-    messages name it."""
+    messages name it; ``flag``: the setting that gives both its host and port (else --host and --port)."""
     try:
         family, kind, proto, _, sockaddr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
                                                                flags=socket.AI_PASSIVE)[0]
@@ -115,7 +132,7 @@ def bind_listener(host: str, port: int, address: str) -> socket.socket:
         sock.bind(sockaddr)
     except OSError as exc:
         sock.close()
-        port_flag, host_flag = sources(Listen, "port"), sources(Listen, "host")
+        port_flag, host_flag = (flag, flag) if flag else (sources(Listen, "port"), sources(Listen, "host"))
         why = {errno.EADDRINUSE: f"the port is in use (another server listens there: stop it, or choose another "
                                  f"{port_flag})",
                errno.EADDRNOTAVAIL: f"that address is not one of this machine's (choose another {host_flag})",
