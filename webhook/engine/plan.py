@@ -51,9 +51,10 @@ if TYPE_CHECKING:  # types only: the engine runs on cached policy records too (p
 
 GATE = "gate"  # the colocation method of the placement gate (engine.concerns.reconciler.GATE_METHOD)
 # Gang schedulers that form a gang of gated Pods and place it once the gate is lifted, but cannot choose its domain
-# (auto gave them required pod affinity before the gate; docs/scheduling.md, "The placement gate under a gang scheduler", has
-# the sources): scheduler-plugins Coscheduling counts every labelled Pod, gated ones too, towards minMember in
-# PreFilter (pkg/coscheduling/core/core.go) and its timeout runs only in Permit, which a gated Pod never reaches;
+# (auto gave them required pod affinity before the gate; docs/scheduling.md, "The placement gate under a gang
+# scheduler", has the sources): scheduler-plugins Coscheduling counts every labelled Pod, gated ones too, towards
+# minMember in PreFilter (pkg/coscheduling/core/core.go) and its timeout runs only in Permit, which a gated Pod never
+# reaches;
 # Volcano skips a task whose Pod has schedulingGates in allocate, backfill and preempt (job_info.go SchGated);
 # KAI gives such a Pod the status Gated, and a PodSet with a Gated Pod is not ready for scheduling (pod_info.go,
 # podset IsReadyForScheduling). Where one of them cannot use the gate for a workload, auto keeps pod affinity.
