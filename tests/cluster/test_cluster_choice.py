@@ -109,8 +109,9 @@ def test_the_bundled_default_on_a_cluster_serving_kais_crds_gangs_a_multi_node_g
     (fixtures/operators/kai/README.md): the queue label on the Job, KAI's default leaf queue default-queue since
     neither the Job nor the bundled policy names one; the gang's minimum as kai.scheduler/batch-min-member (KAI
     gives a Job one Pod otherwise); schedulerName kai-scheduler. No native gang and no gang.unavailable. The
-    bundled policy names no KAI Topology, so the rack colocation is required pod affinity, warned about with
-    the fix naming Platform.spec.gang.kaiTopology."""
+    bundled policy names no KAI Topology, so the rack is held by the placement gate (KAI still forms the gang; the
+    ungater chooses the rack): no pod affinity and no topology.colocation-risk (it used to be required pod
+    affinity and the risk note)."""
     [obj] = [d for d in load_yaml(FIXTURES / "real-world" / "k8s-website-indexed-job.yaml") if d.get("kind") == "Job"]
     obj = with_gpus(obj, 8)
     obj["spec"]["completions"] = obj["spec"]["parallelism"]  # 3: a gang Job runs its Pods at once
@@ -123,10 +124,8 @@ def test_the_bundled_default_on_a_cluster_serving_kais_crds_gangs_a_multi_node_g
     pod = m["spec"]["template"]["spec"]
     assert pod["schedulerName"] == "kai-scheduler"
     assert "scheduling" not in m["spec"] and "schedulingGroup" not in pod and d.companions == []
-    [term] = pod["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-    assert term["topologyKey"] == "topology.kubernetes.io/rack"
-    [risk] = [v for v in d.violations if v.rule == "topology.colocation-risk"]
-    assert "Platform.spec.gang.kaiTopology" in risk.hint
+    assert pod["schedulingGates"] == [{"name": "trainadmit.io/placement"}]
+    assert "podAffinity" not in (pod.get("affinity") or {}) and "topology.colocation-risk" not in rules_of(d)
     # the same cluster with the Workload API on: native comes first
     gated = decide(bundled, Request(deep(obj), namespace="team-nlp"), view(*KAI_SERVED,
                                                                         apis="apis-1.36-workload-api.json"))

@@ -77,9 +77,12 @@ def test_a_job_that_asks_for_no_rack_gets_no_gate(tmp_path):
 @pytest.mark.parametrize("platform", [
     {"kubernetesVersion": "1.36", "featureGates": GATES_136,
      "gang": {**BACKENDS["native-podgroup"]["gang"], "topologyMethod": "podAffinity"}},
-    BACKENDS["coscheduling"], BACKENDS["volcano"],
-], ids=["native-podAffinity", "coscheduling", "volcano"])
-def test_pod_affinity_is_kept_where_chosen_or_the_only_method_and_its_risk_is_said(tmp_path, platform):
+    {"gang": {**BACKENDS["coscheduling"]["gang"], "topologyMethod": "podAffinity"}},
+    {"gang": {**BACKENDS["volcano"]["gang"], "topologyMethod": "podAffinity"}},
+], ids=["native-podAffinity", "coscheduling-podAffinity", "volcano-podAffinity"])
+def test_pod_affinity_is_kept_where_chosen_and_its_risk_is_said(tmp_path, platform):
+    """An explicit ``topologyMethod: podAffinity`` is kept on every backend (auto gives coscheduling and Volcano the
+    placement gate now: tests/engine/test_gate_under_gang_schedulers.py)."""
     _, affinity, warnings = _decide(tmp_path, platform)
     assert affinity["requiredDuringSchedulingIgnoredDuringExecution"][0]["topologyKey"] == "topology.kubernetes.io/rack"
     risk = warnings["topology.colocation-risk"]
@@ -89,7 +92,8 @@ def test_pod_affinity_is_kept_where_chosen_or_the_only_method_and_its_risk_is_sa
 
 def test_without_a_gang_the_risk_named_is_workers_holding_gpus(tmp_path):
     job = _job(**{"trainadmit.io/gang": "false"})
-    _, _, warnings = _decide(tmp_path, BACKENDS["coscheduling"], job)
+    _, _, warnings = _decide(tmp_path, {"gang": {**BACKENDS["coscheduling"]["gang"], "topologyMethod": "podAffinity"}},
+                             job)
     assert warnings["topology.colocation-risk"].message.startswith("the workers that fit start and hold their GPUs")
 
 

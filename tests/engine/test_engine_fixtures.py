@@ -63,8 +63,9 @@ def test_every_backend_injects_its_documented_keys(backend_policy):
         assert tmpl["spec"]["schedulerName"] == "scheduler-plugins-scheduler"
         [pg] = d.companions
         assert pg["spec"]["minMember"] == 4 and pg["spec"]["minResources"] == {"nvidia.com/gpu": "32"}
-        term = tmpl["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
-        assert term["topologyKey"] == "topology.kubernetes.io/rack"
+        # the rack: the placement gate (coscheduling forms the gang, the ungater chooses the rack), not pod affinity
+        assert tmpl["spec"]["schedulingGates"] == [{"name": "trainadmit.io/placement"}]
+        assert "podAffinity" not in (tmpl["spec"].get("affinity") or {})
     elif name == "volcano":
         assert m["metadata"]["annotations"]["scheduling.volcano.sh/group-min-member"] == "4"
         assert tmpl["metadata"]["annotations"]["scheduling.volcano.sh/queue-name"] == "training"

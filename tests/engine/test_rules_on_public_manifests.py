@@ -81,9 +81,11 @@ def test_gang_intent_on_a_bare_pod_is_a_warning_and_no_gang(policy):
 
 def test_a_generate_name_job_colocated_by_pod_affinity_is_named_and_its_pods_selected_by_that_name(tmp_path):
     """A generateName Job as a real kube-apiserver sent it (admission-reviews/job-07: 4 x 8 GPUs, rack) under the
-    Volcano backend: its workers are colocated by pod affinity to the Job's own Pods, selected by the Job's name,
-    so the decision names the Job first (``sweep-xxxxx`` without a name drawn by the server) and selects by it."""
-    policy = load_policy(write_policy(tmp_path, {"gang": {"backend": "volcano"}}))
+    Volcano backend with ``topologyMethod: podAffinity`` (auto gives it the placement gate:
+    tests/engine/test_gate_under_gang_schedulers.py): its workers are colocated by pod affinity to the Job's own
+    Pods, selected by the Job's name, so the decision names the Job first (``sweep-xxxxx`` without a name drawn by
+    the server) and selects by it."""
+    policy = load_policy(write_policy(tmp_path, {"gang": {"backend": "volcano", "topologyMethod": "podAffinity"}}))
     obj = review("job-07-mutate-Job-CREATE.json")["request"]["object"]
     d = decide(policy, Request(obj, namespace="team-nlp"))
     assert "topology.colocation-unavailable" not in {v.rule for v in d.violations}

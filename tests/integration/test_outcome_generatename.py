@@ -11,7 +11,8 @@ configurations), one at a time:
   PodGroup, which the reconciler creates from the Job's watch event);
 - a stock cluster (no gates) with the scheduler-plugins PodGroup CRD: auto picks coscheduling; no
   scheduler-plugins scheduler runs here, so the policy names the default scheduler (``gang.schedulerName``) and
-  the gang objects are checked, not their enforcement; the rack comes from the pod affinity on the Job's name.
+  the gang objects are checked, not their enforcement; the rack comes from the placement gate (until the gate
+  reached coscheduling: from the pod affinity on the Job's name).
 
 The Job is the Kubernetes documentation's Indexed Job (tests/fixtures/real-world) asking for 4 whole 8-GPU nodes
 of the bundled h100-ib pool, with ``generateName: train-`` instead of a name. Before this change the mutating
@@ -223,5 +224,6 @@ class TestStockCoscheduling:
             bound = bound_whole(cp, namespace, name)
             for pod in cp.http.list("v1", "Pod", namespace, labelSelector=f"{JOB_NAME_LABEL}={name}")["items"]:
                 assert pod["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == name
-            # its workers in one rack: the colocation selects the Job's own Pods by the name trainadmit gave it
+            # its workers in one rack: the placement gate's, written into each Pod by the ungater
             assert len(racks_of(cp, set(bound.values()))) == 1, bound
+            assert template["spec"]["schedulingGates"] == [{"name": "trainadmit.io/placement"}]

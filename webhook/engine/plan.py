@@ -50,6 +50,15 @@ if TYPE_CHECKING:  # types only: the engine runs on cached policy records too (p
 
 
 GATE = "gate"  # the colocation method of the placement gate (engine.concerns.reconciler.GATE_METHOD)
+# Gang schedulers that form a gang of gated Pods and place it once the gate is lifted, but cannot choose its domain
+# (auto gave them required pod affinity before the gate; docs/scheduling.md, "The placement gate under a gang
+# scheduler", has the sources): scheduler-plugins Coscheduling counts every labelled Pod, gated ones too, towards
+# minMember in PreFilter (pkg/coscheduling/core/core.go) and its timeout runs only in Permit, which a gated Pod never
+# reaches;
+# Volcano skips a task whose Pod has schedulingGates in allocate, backfill and preempt (job_info.go SchGated);
+# KAI gives such a Pod the status Gated, and a PodSet with a Gated Pod is not ready for scheduling (pod_info.go,
+# podset IsReadyForScheduling). Where one of them cannot use the gate for a workload, auto keeps pod affinity.
+GANG_SCHEDULERS_GATED = (GangBackend.coscheduling, GangBackend.volcano, GangBackend.kai)
 
 
 class NoGang(StrEnum):
@@ -108,6 +117,7 @@ class Colocation:
     unavailable: str = ""
     left_to: str = ""  # why trainadmit adds no colocation: the workload's own topology request, another gang
     uncarried: str = ""  # why auto's method cannot be carried by this workload's gang (no colocation is added)
+    ungated: str = ""  # why auto's placement gate cannot hold this workload, so a gang scheduler keeps pod affinity
 
     @property
     def applies(self) -> bool:
@@ -283,25 +293,28 @@ def colocation_method(policy: PolicySet, target: Target) -> str:
     domain alone, and when that domain is too small kube-scheduler 1.36 binds none of a native gang for
     good although another domain fits it (with no gang enforced it binds the workers that fit and leaves
     the rest waiting, holding GPUs). The topology concern says so (``topology.colocation-risk``). KAI's
-    podgrouper places the gang in a domain of the Topology named by ``gang.kaiTopology`` (pod affinity without
-    one). The other backends' schedulers understand only pod affinity (Kueue: its own topology-aware admission).
+    podgrouper places the gang in a domain of the Topology named by ``gang.kaiTopology``; Kueue, its own
+    topology-aware admission. Coscheduling's and Volcano's schedulers, and KAI's without a Topology, colocate only
+    by pod affinity, with the same risk.
     A cluster with no gang backend gets no colocation either, for the same reason as a native gang without the
     gate. The backend is the target's (what ``gang.backend: auto`` chose on this cluster), not the policy's word.
 
-    Where auto would otherwise add no colocation (no gang backend; a native gang without the gate) it chooses the
+    Where auto would otherwise add no colocation (no gang backend; a native gang without the gate) or required pod
+    affinity (coscheduling, Volcano, KAI without ``gang.kaiTopology``: ``GANG_SCHEDULERS_GATED``) it chooses the
     placement gate (``GATE``): the mutating webhook gates the gang's Pods and the elected reconciler's ungater
     (``cluster.placement``) writes one domain with room for the whole gang into all of them before lifting it.
+    Where a gang scheduler runs it still forms the gang; the gate only chooses the domain it cannot.
     """
     gang = policy.platform.gang
     if gang.topologyMethod != "auto":
         return gang.topologyMethod
     if target.backend is GangBackend.native:
         return "native" if TOPOLOGY_GATE in target.gates else GATE
-    if target.backend is None:
-        return GATE
-    if target.backend is GangBackend.kai:
-        return "kai" if gang.kaiTopology else "podAffinity"
-    return {GangBackend.kueue: "kueue"}.get(target.backend, "podAffinity")
+    if target.backend is GangBackend.kueue:
+        return "kueue"
+    if target.backend is GangBackend.kai and gang.kaiTopology:
+        return "kai"
+    return GATE  # no gang backend; coscheduling, Volcano, KAI without a Topology: GANG_SCHEDULERS_GATED
 
 
 def _no_gang_of_ours(resolved: Resolved, gang: GangPlan, kind: str) -> str:
@@ -372,9 +385,11 @@ def plan_colocation(resolved: Resolved, policy: PolicySet, target: Target, gang:
         return Colocation(r.level_name, r.level, left_to=f"{gang.foreign_names}, which forms and places its gang")
     method = colocation_method(policy, target)
     if method == GATE:
-        why = _ungateable(resolved, workload)
+        why = _ungateable(resolved, workload, target, gang)
         if not why:
             return Colocation(r.level_name, r.level, GATE)
+        if target.backend in GANG_SCHEDULERS_GATED:  # what auto chose before the gate under a gang scheduler
+            return Colocation(r.level_name, r.level, "podAffinity", ungated=why)
         method = "none"  # what auto chose before the gate: no colocation, and the note says why
     if method == "none" and policy.platform.gang.topologyMethod == "auto" and target.backend is GangBackend.native:
         # auto would use the native constraint but for the topology gate: where this workload's gang could not
@@ -395,14 +410,33 @@ def plan_colocation(resolved: Resolved, policy: PolicySet, target: Target, gang:
     return Colocation(r.level_name, r.level, method, by_gang, unavailable)
 
 
-def _ungateable(resolved: Resolved, workload: Workload) -> str:
+def _gang_minimum(workload: Workload, gang: GangPlan, resolved: Resolved) -> int:
+    """The Pods the workload's gang holds: the value of its gang's size field when the object sets one (a KAI Job's
+    ``kai.scheduler/batch-min-member``, a PyTorchJob's ``minAvailable``), else the size its operator counts."""
+    path = gang.gang.size_path if gang.gang is not None else None
+    value = get_path(workload.obj, path) if path is not None else None
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    return value if isinstance(value, int) and not isinstance(value, bool) else resolved.gang_size
+
+
+def _ungateable(resolved: Resolved, workload: Workload, target: Target, gang: GangPlan) -> str:
     """Why the placement gate cannot colocate this workload's workers ("" when it can): the ungater places one gang
-    per workload, and a kind that gangs each group of its Pods on its own (a LeaderWorkerSet) has several."""
+    per workload, and a kind that gangs each group of its Pods on its own (a LeaderWorkerSet) has several. Under a
+    gang scheduler (``GANG_SCHEDULERS_GATED``) whose gang holds fewer Pods than the workload runs (a Volcano Job's
+    ``minAvailable``, a PyTorchJob's ``schedulingPolicy.minAvailable`` below its replicas), the ungater, which
+    releases a gang once one domain has room for every Pod it waits for, would wait for room the gang does not
+    need: such a workload keeps pod affinity."""
     if not resolved.gang and not resolved.gang_explicit:
         return (f"the placement gate waits for all of a gang's Pods, and this {workload.kind}'s operator counts "
                 f"{resolved.gang_size} of its {resolved.pods} Pods in its gang (an elastic job counts its minimum)")
     if capable(workload.adapter, GroupedGangs):
         return f"the placement gate places one gang per workload, and a {workload.kind} gangs each group on its own"
+    minimum = _gang_minimum(workload, gang, resolved)
+    if target.backend in GANG_SCHEDULERS_GATED and resolved.gang and minimum < resolved.pods:
+        return (f"the placement gate releases a gang once one domain has room for all of its Pods, and this "
+                f"{workload.kind}'s gang holds {minimum} of its {resolved.pods} Pods: it would wait for room the "
+                "gang does not need")
     return ""
 
 

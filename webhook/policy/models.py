@@ -498,7 +498,8 @@ class GangSettings(Strict):
                 "featureGates, else the placement gate trainadmit.io/placement, which the elected reconciler lifts "
                 "once it has written one domain with room for the whole gang into its Pods; no gang backend: the "
                 "placement gate; kueue: its topology annotation; kai: its placement annotations with kaiTopology, "
-                "else pod affinity; coscheduling, volcano: pod affinity).")
+                "else the placement gate; coscheduling, volcano: the placement gate, their scheduler forming the "
+                "gang; pod affinity where the gate cannot wait for a gang of a minimum).")
     scheduleTimeoutSeconds: int | None = Field(None, ge=1, description="coscheduling: PodGroup scheduleTimeoutSeconds.")
     kaiTopology: str | None = Field(None, description="kai: the KAI Topology (kai.scheduler/v1alpha1) whose levels "
                                     "hold the pools' level node labels; with it, workers are colocated through KAI's "

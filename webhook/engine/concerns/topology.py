@@ -13,7 +13,13 @@ from math import ceil
 
 from ...policy.policyset import TOPOLOGY_GATE
 from ...policy.vocab import Action, GangBackend
-from ..backends import KAI_REQUIRED_PLACEMENT, KAI_TOPOLOGY, KUEUE_REQUIRED_TOPOLOGY, TOPOLOGY_REQUESTS
+from ..backends import (
+    KAI_BATCH_MIN_MEMBER,
+    KAI_REQUIRED_PLACEMENT,
+    KAI_TOPOLOGY,
+    KUEUE_REQUIRED_TOPOLOGY,
+    TOPOLOGY_REQUESTS,
+)
 from ..concern import Concern
 from ..context import Context
 from ..decision import Source
@@ -43,10 +49,10 @@ COLOCATION_RISK = rule(
             "without a scheduler that places a gang per domain (the native gang with TopologyAwareWorkloadScheduling, "
             "Kueue's topology-aware scheduling, KAI with a Topology) trainadmit gates the gang's Pods "
             "(trainadmit.io/placement) and its elected reconciler writes one domain with room for all of them "
-            "before lifting the gate; the note is left for what nothing can hold in one domain (required pod "
-            "affinity the platform chose or a Volcano/coscheduling backend keeps, a kind whose groups gang apart, an "
-            "elastic job): the platform team fixes it (Platform.spec.featureGates, the gang backend), a workload only "
-            "chooses to accept it (topology: any)")
+            "before lifting the gate (under coscheduling, Volcano or KAI their scheduler still forms the gang); the "
+            "note is left for what nothing can hold in one domain (required pod affinity the platform chose, a kind "
+            "whose groups gang apart, an elastic job or a gang of a minimum): the platform team fixes it "
+            "(Platform.spec.featureGates, the gang backend), a workload only chooses to accept it (topology: any)")
 
 
 def mutate(ctx: Context) -> None:
@@ -61,6 +67,9 @@ def mutate(ctx: Context) -> None:
         ctx.note(f"workers are not colocated at level {r.level_name} by trainadmit: left to {colocation.left_to}")
     if colocation.uncarried:
         ctx.note(f"workers are not colocated at level {r.level_name} by trainadmit: {colocation.uncarried}")
+    if colocation.ungated:
+        ctx.note(f"workers are colocated at level {r.level_name} by required pod affinity, not the placement gate: "
+                 f"{colocation.ungated}")
     if colocation.method is None or level is None:
         return
     _report_risk(ctx, colocation.method)
@@ -296,5 +305,7 @@ def _larger_level(ctx: Context, view: Workload, pool, domain: int) -> str:
 
 CONCERN = Concern("topology", rules=(WHOLE_NODE, SINGLE_NODE_FIT, DOMAIN_FIT, COLOCATION_UNAVAILABLE, COLOCATION_RISK),
                   mutate=mutate, validate=validate, limits=limits,
-                  reads=Reads(metadata=("labels", "annotations", "name"), annotations=TOPOLOGY_REQUESTS,
+                  # the KAI gang's minimum: whether the placement gate can wait for its gang (plan._gang_minimum)
+                  reads=Reads(metadata=("labels", "annotations", "name"),
+                              annotations=(*TOPOLOGY_REQUESTS, KAI_BATCH_MIN_MEMBER),
                               pod=("affinity", "resourceClaims", "schedulingGates"), container=("resources",)))
