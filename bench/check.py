@@ -1,6 +1,11 @@
 """`trainadmit check` as CI runs it: start-up, objects/s per output format, peak memory.
 
-Run: .venv/bin/python bench/check.py [--rounds N] [--big-rounds N] [--no-10k] [--json FILE]
+Run: .venv/bin/python bench/check.py [--rounds N] [--big-rounds N] [--no-10k] [--json FILE] [--baseline TREE ...]
+
+``--baseline TREE`` (a worktree of another commit with its own ``.venv``, e.g. ``git worktree add --detach
+/tmp/base 332c288 && make -C /tmp/base .venv/.installed``) adds that tree's `trainadmit check`, with its own bundled
+policies, to every round: one manifest and 1,000 Jobs in each format, side by side with this tree's, same files,
+same machine load, and the CPU ratio this/baseline printed.
 
 Each case runs `trainadmit check` as a subprocess (the installed console script, as a pre-commit
 hook or CI step does) and is compared with a baseline measured in the same run, interleaved round
@@ -78,10 +83,13 @@ def main() -> int:
                     help="rounds for 1,000 and 10,000 Jobs, each round every size and format (default %(default)s)")
     ap.add_argument("--no-10k", action="store_true", help="skip the 10,000-Job corpus")
     ap.add_argument("--json", help="also write the results to this file")
+    ap.add_argument("--baseline", action="append", default=[], metavar="TREE",
+                    help="another worktree (with its .venv) whose check runs in the same rounds")
     args = ap.parse_args()
 
-    subprocess.run([str(BIN / "python"), "-m", "compileall", "-q", str(ROOT / "webhook"), str(ROOT / "certs")],
-                   check=True)
+    for tree in [ROOT, *map(Path, args.baseline)]:
+        python = BIN / "python" if tree == ROOT else tree / ".venv" / "bin" / "python"
+        subprocess.run([str(python), "-m", "compileall", "-q", str(tree / "webhook"), str(tree / "certs")], check=True)
     work = Path(tempfile.mkdtemp(prefix="trainadmit-bench-check-"))
     try:
         return _bench(args, work)
@@ -103,15 +111,26 @@ def _bench(args: argparse.Namespace, work: Path) -> int:
     results: dict = {"machine": f"{os.cpu_count()} cores", "date": time.strftime("%Y-%m-%d")}
 
     print(f"start-up: one manifest, {args.rounds} interleaved rounds (medians)")
+    others = {Path(tree).name: [str(Path(tree) / ".venv" / "bin" / "trainadmit"), "check", "-p",
+                                str(Path(tree) / "policies")] for tree in args.baseline}
+    for other in others.values():
+        run([*other, str(one)], warm)
     start = measure({"baseline": [str(BIN / "python"), "-c", "import json, yaml"],
-                     "check": [*check, str(one)], "check-cold": [*check, str(one)]},
-                    {"baseline": warm, "check": warm, "check-cold": cold}, args.rounds)
+                     "check": [*check, str(one)], "check-cold": [*check, str(one)],
+                     **{f"tree {name}": [*other, str(one)] for name, other in others.items()}},
+                    {"baseline": warm, "check": warm, "check-cold": cold, **{f"tree {n}": warm for n in others}},
+                    args.rounds)
     base = start["baseline"]
     for name, label in (("baseline", "python -c 'import json, yaml'"), ("check", "trainadmit check, policy cache warm"),
                         ("check-cold", "trainadmit check, no policy cache")):
         r = start[name]
         print(f"  {label:40s} {r['wall'] * 1000:7.1f} ms wall ({r['wall'] / base['wall']:4.2f}x)  "
               f"{r['cpu'] * 1000:7.1f} ms CPU ({r['cpu'] / base['cpu']:4.2f}x)  {r['rss_kib'] / 1024:6.1f} MiB")
+    for name in others:
+        r = start[f"tree {name}"]
+        print(f"  {'check of ' + name + ', cache warm':40s} {r['wall'] * 1000:7.1f} ms wall ({r['wall'] / base['wall']:4.2f}x)  "
+              f"{r['cpu'] * 1000:7.1f} ms CPU ({r['cpu'] / base['cpu']:4.2f}x); this tree / it: "
+              f"{start['check']['cpu'] / r['cpu']:.3f}x CPU")
     results["startup"] = start
 
     # every size and format in each round, so that 1,000 and 10,000 Jobs meet the same machine load
@@ -119,6 +138,8 @@ def _bench(args: argparse.Namespace, work: Path) -> int:
     print(f"\n{' and '.join(f'{n:,}' for n in big_sizes)} Jobs, {args.big_rounds} interleaved rounds (medians), "
           "against the text output")
     cases = {(n, fmt): [*check, str(corpora[n]), "-o", fmt] for n in big_sizes for fmt in FORMATS}
+    cases.update({(name, fmt): [*other, str(corpora[1_000]), "-o", fmt] for name, other in others.items()
+                  for fmt in FORMATS})
     measured = measure(cases, dict.fromkeys(cases, warm), args.big_rounds)  # type: ignore[arg-type]
     per_size: dict[int, dict] = {n: {fmt: measured[(n, fmt)] for fmt in FORMATS} for n in big_sizes}
     for n, r in per_size.items():
@@ -129,6 +150,12 @@ def _bench(args: argparse.Namespace, work: Path) -> int:
                   f"{x['cpu']:7.2f} s CPU ({x['cpu'] / text['cpu']:4.2f}x)  {n / x['cpu']:5.0f} objects per CPU s  "
                   f"peak {x['rss_kib'] / 1024:6.1f} MiB ({x['rss_kib'] / text['rss_kib']:4.2f}x)  exit {x['exit']}")
         results[f"jobs_{n}"] = r
+    for name in others:
+        for fmt in FORMATS:
+            x, mine = measured[(name, fmt)], per_size[1_000][fmt]
+            print(f"  {name} 1,000 -o {fmt:5s} {x['wall']:7.2f} s wall  {x['cpu']:7.2f} s CPU  exit {x['exit']}; "
+                  f"this tree / it: {mine['cpu'] / x['cpu']:.3f}x CPU ({mine['wall'] / x['wall']:.3f}x wall)")
+        results[f"tree_{name}"] = {fmt: measured[(name, fmt)] for fmt in FORMATS}
 
     print("\ntargets (judged on CPU time; wall time in brackets moves with the other processes on the machine)")
     ratio = start["check"]["cpu"] / base["cpu"]

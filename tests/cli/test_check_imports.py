@@ -68,3 +68,33 @@ def test_one_manifest_loads_only_what_deciding_it_needs(runs):
 
 def test_the_first_run_validates_with_pydantic(runs):
     assert "pydantic" in runs["cold"][2]  # the cache is filled by a full validation
+
+
+# the modules `check` loads make their dataclasses with grammars.lazydataclass (methods compiled on first use: about
+# 0.4 ms a class less at start-up); plan.py is another area's file and still uses dataclasses.dataclass
+EAGER_DATACLASSES_ALLOWED = {"trainadmit.engine.plan"}
+
+
+def _makes_eager_dataclasses(module: str) -> bool:
+    import ast
+    import importlib.util
+
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return False
+    from pathlib import Path
+
+    tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "dataclasses" and any(
+                a.name == "dataclass" for a in node.names):
+            return True
+        if isinstance(node, ast.Attribute) and node.attr == "dataclass" and getattr(node.value, "id", "") == "dataclasses":
+            return True
+    return False
+
+
+def test_one_manifests_dataclasses_are_made_lazily(runs):
+    eager = sorted(m for m in runs["warm"][2] if m.startswith("trainadmit.") and m != "trainadmit.grammars.lazydataclass"
+                   and _makes_eager_dataclasses(m))
+    assert set(eager) <= EAGER_DATACLASSES_ALLOWED, eager

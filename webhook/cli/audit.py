@@ -35,10 +35,11 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import IO, Any
 
+from ..grammars.lazydataclass import dataclass
 from .common import DEFAULT_POLICY_DIR, EXIT_DENIED, EXIT_ERROR, EXIT_OK, load_policy_or_report, policy_cache_dir
 from .inputs import STDIN, InputError, manifest_files
 

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from ..engine import Decision, Request, decide
 from ..engine.clusterview import ClusterView, NoCluster
 from ..engine.request import deciding_phase
+from ..grammars.lazydataclass import dataclass
 from .common import EXIT_DENIED, EXIT_ERROR, EXIT_OK, load_policy_or_report, policy_cache_dir
 from .inputs import STDIN_NAME, InputError, Item, as_update, iter_items, manifest_files, old_objects
 from .render import JsonOutput, Options, Output, TextOutput, YamlOutput, patch_element, record

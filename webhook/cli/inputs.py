@@ -13,12 +13,12 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 import yaml
 
+from ..grammars.lazydataclass import dataclass
 from ..grammars.syntax import json_problem, yaml_problem
 from . import fastyaml
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from ..engine import Decision
 from ..engine.workloads import Adapter, Workload
+from ..grammars.lazydataclass import dataclass
 from . import fastjson, fastyaml
 from .inputs import Item
 

@@ -26,9 +26,11 @@ lists and watches them, the snapshot reads them, and deploy/'s RBAC grants exact
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol
+
+from ..grammars.lazydataclass import dataclass
 
 if TYPE_CHECKING:  # types only: the engine runs on cached policy records too (policy.cache)
     from ..policy.models import NodeLabelRequirement, PoolSpec, TopologyLevel

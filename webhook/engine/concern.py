@@ -19,9 +19,9 @@ before any mutation.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..grammars.lazydataclass import dataclass
 from .reads import Reads
 from .rule import RuleId
 

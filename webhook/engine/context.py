@@ -9,8 +9,9 @@ small and testable on its own; they read the plan, never each other's state.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from ..grammars.lazydataclass import dataclass
 from ..policy import PolicySet
 from ..policy.vocab import Action
 from .clusterview import ClusterView

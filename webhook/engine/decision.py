@@ -6,9 +6,10 @@ test runner, which is how CI and the cluster give the same answer.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from ..grammars.lazydataclass import dataclass
 from ..policy.vocab import Action
 from .paths import Path, field_path, pointer
 

@@ -15,8 +15,9 @@ it cannot look up leaves the GPUs it holds uncounted, and says so.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from ..grammars.lazydataclass import dataclass
 from ..policy import PolicySet
 from .clusterview import DEVICE_CLASS, RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE, ClusterView, Presence, RefKind
 from .dra import DeviceAsk, DeviceRequest, PodClaim, claim_spec, pod_claims, requests

@@ -21,9 +21,9 @@ naming its request, ``<request>/<sub-request>`` for ``firstAvailable``). ``v1bet
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+from ..grammars.lazydataclass import dataclass
 from .paths import as_dict, as_list
 
 TEMPLATE_NAME = "resourceClaimTemplateName"

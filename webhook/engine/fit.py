@@ -27,9 +27,10 @@ size rule, and the rule of that bound says to wait.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from math import ceil
 
+from ..grammars.lazydataclass import dataclass
 from .decision import FieldFix
 from .dra import pod_claims
 from .intent import Resolved, gpu_request

@@ -8,9 +8,10 @@ violations here, with the list of names the policy does know, so a typo gets a u
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
+from ..grammars.lazydataclass import dataclass
 from ..policy import PolicySet
 from ..policy.vocab import Action
 from .demand import MIG_PREFIX, Demand, TemplateGpus, gpu_resources_of

@@ -19,9 +19,9 @@ a class the policy calls a GPU class is never a NIC class).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..grammars.lazydataclass import dataclass
 from ..grammars.nccl import is_transport_variable
 from ..policy import PolicySet
 from .clusterview import ClusterView, Presence

@@ -11,8 +11,7 @@ reports the server's view of the cluster (startup lines, ``/readyz``, a gauge: `
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from ..grammars.lazydataclass import dataclass
 from ..policy import PolicySet
 from ..policy.policyset import TOPOLOGY_GATE
 from ..policy.vocab import Action

@@ -23,10 +23,11 @@ shape rule sees the same problem either way. ``project(project(x)) == project(x)
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from functools import lru_cache
 from typing import Any
 
+from ..grammars.lazydataclass import dataclass
 from .paths import Path
 
 INTENT_KEYS = "{intent}/"  # in ``Reads.annotations``: every key under the policy's intent prefix

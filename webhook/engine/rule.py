@@ -9,10 +9,10 @@ read, so they cannot drift. This module imports nothing of the engine, so anythi
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from ..grammars.lazydataclass import dataclass
 from ..policy.vocab import Action
 
 _PACKAGE_PARENT = Path(__file__).resolve().parent.parent.parent

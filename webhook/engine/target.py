@@ -31,9 +31,9 @@ serving its Workload API (``ASSUMED_VERSION``), so `check` shows a gang; ``assum
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..grammars.lazydataclass import dataclass
 from ..policy.policyset import (
     BACKEND_QUEUES,
     BACKEND_SCHEDULERS,

@@ -25,10 +25,10 @@ import re
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from .lazydataclass import dataclass
 from .quantity import QuantityError, parse_quantity
 
 COST_BUDGET = 1_000_000  # comparable to the apiserver's per-expression budget for admission CEL

@@ -9,7 +9,8 @@ values a user sets are checked at admission.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+from .lazydataclass import dataclass
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,10 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import StrEnum
+
+from .lazydataclass import dataclass
 
 
 class Check(StrEnum):

@@ -9,7 +9,8 @@ problem, with its context (``while parsing a flow mapping``) and that context's 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+
+from .lazydataclass import dataclass
 
 
 @dataclass(frozen=True)

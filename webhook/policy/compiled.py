@@ -7,10 +7,11 @@ two apart is what lets the engine import the policy and never the other way roun
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
 from ..grammars.cel import CelError, Program, compile_expression, object_reads
+from ..grammars.lazydataclass import dataclass
 
 if TYPE_CHECKING:  # types only: a cached policy set holds plain records (cache)
     from .models import RuleSpec

@@ -13,8 +13,7 @@ NCCL values checked in the same run, and each variable is reported at its own li
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from ..grammars.lazydataclass import dataclass
 from ..grammars.nccl import DEBUGGING_VARS, KNOWN_VARS, check_nccl_value, closest_known
 
 # kind -> where that kind's injected environment variables are

@@ -16,13 +16,14 @@ import hashlib
 import types
 import typing
 from collections.abc import Collection
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from ..grammars.lazydataclass import dataclass
 from ..grammars.syntax import yaml_problem
 from .files import policy_files
 from .injected import injected_value_problems

@@ -13,10 +13,11 @@ from __future__ import annotations
 import difflib
 import fnmatch
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from ..grammars.lazydataclass import dataclass
 from .compiled import CompiledRule, compile_rules
 from .references import reference_problems
 from .vocab import RETIRED_RULES, Action, Enforceable, GangBackend

@@ -6,7 +6,7 @@ loading pydantic, which the loader needs to validate documents."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..grammars.lazydataclass import dataclass
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,7 @@ workloads the budget bounds each workload alone.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from ...grammars.lazydataclass import dataclass
 from ...policy.vocab import Action
 from ..concern import Concern
 from ..context import Context

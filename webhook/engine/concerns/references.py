@@ -16,8 +16,7 @@ ReadOnlyMany or ReadWriteMany, a checkpoint volume written from several nodes Re
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from ...grammars.lazydataclass import dataclass
 from ...policy.vocab import Action
 from ..clusterview import (
     DEVICE_CLASS,

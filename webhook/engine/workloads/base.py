@@ -15,11 +15,11 @@ the apiserver or the operator applies, so both paths reach the same decision.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
 from functools import cached_property, lru_cache
 from typing import Any, Protocol, TypeGuard, TypeVar, runtime_checkable
 
+from ...grammars.lazydataclass import dataclass
 from ...grammars.quantity import as_count
 from ..backends import KAI_QUEUE
 from ..paths import Path, as_dict, as_list, get_path

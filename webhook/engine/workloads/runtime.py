@@ -23,8 +23,7 @@ its own node count). Its gang comes from ``spec.podGroupPolicy``, which trainadm
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from ...grammars.lazydataclass import dataclass
 from ..paths import Path, as_dict, as_list, get_path
 from .base import NATIVE_POD_GROUP, Adapter, Gang, GangMethod, TemplateSpec, count
 
