@@ -17,10 +17,11 @@ function that fills it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
+from ..grammars.lazydataclass import dataclass
 from ..policy import PolicySet
 from ..policy.policyset import TOPOLOGY_GATE
 from ..policy.vocab import GangBackend

@@ -20,6 +20,9 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+# the interpreter whose dataclasses' generated text _init, _repr, _eq, _hash and _frozen reproduce; on any other the
+# decorator is dataclasses.dataclass itself (correct everywhere, fast where the text is known)
+_REPRODUCED = (3, 11)
 _GENERATED = ("__init__", "__repr__", "__eq__", "__setattr__", "__delattr__")
 
 
@@ -28,7 +31,7 @@ def dataclass(cls: type | None = None, /, *, frozen: bool = False, eq: bool = Tr
     """``dataclasses.dataclass(cls, frozen=frozen, eq=eq, slots=slots, **options)``, its methods made on first use
     where it can."""
     def wrap(cls: type) -> type:
-        if options or not _plain(cls):
+        if options or sys.version_info[:2] != _REPRODUCED or not _plain(cls):
             return dataclasses.dataclass(cls, frozen=frozen, eq=eq, slots=slots, **options)
         return _lazy(cls, frozen, eq, slots)
     return wrap if cls is None else wrap(cls)
