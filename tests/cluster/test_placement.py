@@ -120,6 +120,21 @@ def test_a_replacement_joins_the_domain_of_its_running_gang_and_a_new_leader_fin
     assert (release.domain, [p.name for p in release.pods]) == ("a", ["w-2", "w-3"])
 
 
+def test_the_rest_of_an_interrupted_release_stays_gated_while_its_domain_is_full_and_never_goes_elsewhere():
+    """A crash after 2 of 4 patches, then the other 2 free nodes of rack a taken by another tenant: the 2 gated Pods
+    wait gated (WaitingForDomain), although rack b has 3 free nodes; once rack a has room they join it."""
+    released = [pod(f"w-{i}", gated=False, domain="a", node_name=f"a{i}") for i in range(2)]
+    others = [pod(f"other-{i}", gang="x/other", size=1, gated=False, node_name=f"a{i}", placement=False)
+              for i in (2, 3)]
+    rest = [pod("w-2"), pod("w-3")]
+    releases, [wait] = plan([*released, *others, *rest], racks(), Ledger())
+    assert releases == [] and wait.reason == "no-domain" and [p.name for p in wait.pods] == ["w-2", "w-3"]
+    assert "topology.kubernetes.io/rack=a" in wait.message and "stay gated" in wait.message
+    assert plan([*released, others[0], *rest], racks(), Ledger())[0] == []  # one node free: not enough
+    [release] = plan([*released, *rest], racks(), Ledger())[0]
+    assert (release.domain, release.how, [p.name for p in release.pods]) == ("a", "joined", ["w-2", "w-3"])
+
+
 def test_released_pods_are_not_released_twice_before_their_watch_event():
     ledger = Ledger()
     pods = gang("w")

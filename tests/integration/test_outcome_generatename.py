@@ -33,6 +33,7 @@ import yaml
 from support.controlplane import ClusterFeatures, SchedulingControlPlane, wait_until
 from support.kube_fixtures import (
     OPERATOR_CRDS,
+    WORKLOAD_FEATURES,
     Webhook,
     trainadmit_on,
 )
@@ -47,8 +48,7 @@ pytestmark = pytest.mark.xdist_group("outcome-gang")
 WORKERS = 4
 RACK_LABEL = "topology.kubernetes.io/rack"
 HAND_NS = "kube-public"  # the webhooks' namespaceSelector skips it: "by hand" means no trainadmit at all
-WORKLOAD_API = ClusterFeatures("workload-api", feature_gates=("GenericWorkload", "GangScheduling"),
-                               runtime_config=("scheduling.k8s.io/v1alpha2=true",))
+WORKLOAD_API = WORKLOAD_FEATURES
 STOCK = ClusterFeatures("stock")
 PHASES = {"bundled": {}, "coscheduling-default-scheduler": {"gang": {"schedulerName": "default-scheduler"}}}
 TRAINADMIT_KEYS = ("trainadmit.io/",)

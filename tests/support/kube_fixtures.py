@@ -336,6 +336,12 @@ GANG_FEATURES = ClusterFeatures(
     "gang", feature_gates=("GenericWorkload", "GangScheduling", "TopologyAwareWorkloadScheduling", "WorkloadWithJob",
                            "WorkloadAwarePreemption"),
     runtime_config=("scheduling.k8s.io/v1alpha2=true",))
+# The Workload API and native gang scheduling without the alpha topology gate (nor WorkloadWithJob): what a platform
+# that turned on 1.36's gang scheduling runs; PodGroups cannot carry the rack (TopologyAwareWorkloadScheduling off)
+WORKLOAD_FEATURES = ClusterFeatures("workload-api", feature_gates=("GenericWorkload", "GangScheduling"),
+                                    runtime_config=("scheduling.k8s.io/v1alpha2=true",))
+# the bundled policies as shipped, with the gates that cluster runs declared as a platform would
+WORKLOAD_PHASES: dict[str, dict] = {"bundled": {"featureGates": list(WORKLOAD_FEATURES.feature_gates)}}
 OUTCOME = pytest.mark.xdist_group("outcome-gang")
 OUTCOME_SKIP_REASON = (f"{ASSETS_ENV} has no kube-scheduler and kube-controller-manager: the outcome tier needs Pods "
                        "made by the real Job controller and bound by the real scheduler (see docs/testing.md)")
@@ -441,10 +447,12 @@ def stop_trainadmit(cp: ControlPlane, hook: Webhook, configs: list[dict]) -> Non
 
 @contextlib.contextmanager
 def trainadmit_on(features, phases: dict[str, dict], phase: str, run_dir: Path, crds: tuple = (),
-                  manifests: tuple[Path, ...] = ()) -> Iterator[tuple[SchedulingControlPlane, Webhook]]:
+                  manifests: tuple[Path, ...] = (),
+                  reconcile: bool = True) -> Iterator[tuple[SchedulingControlPlane, Webhook]]:
     """A control plane with the scheduler and the controller-manager (``features``: its feature gates), deploy/'s
-    objects, ``crds`` and ``manifests`` installed, and trainadmit serving on it with ``--reconcile`` under the
-    policy ``phase`` of ``phases``; skipped without the scheduler binaries. Webhooks unregistered first at the end."""
+    objects, ``crds`` and ``manifests`` installed, and trainadmit serving on it with ``--reconcile`` (unless
+    ``reconcile`` is false: the test runs its reconcilers itself) under the policy ``phase`` of ``phases``; skipped
+    without the scheduler binaries. Webhooks unregistered first at the end."""
     if not os.environ.get(ASSETS_ENV, "").strip():
         pytest.skip(SKIP_REASON)
     if scheduling_assets_from_env() is None:
@@ -457,7 +465,7 @@ def trainadmit_on(features, phases: dict[str, dict], phase: str, run_dir: Path, 
             cp.install_crds(*crds)
         if manifests:
             cp.apply(load_manifests(*manifests))
-        hook, configs = start_trainadmit(cp, run_dir, phases, phase, ("--reconcile",))
+        hook, configs = start_trainadmit(cp, run_dir, phases, phase, ("--reconcile",) if reconcile else ())
         try:
             yield cp, hook
         finally:

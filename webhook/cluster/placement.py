@@ -8,7 +8,8 @@ Pod and Node events (``cluster.pod_store``) and, per gang:
 
 - the gang has a domain already (a Pod of it, not on its way out, carries ``trainadmit.io/placement-domain``: a
   replacement Pod of a running gang, or a release a crash or a lost Lease interrupted): its gated Pods are released
-  into that domain, whatever the room (a new leader finishes a release into the same domain);
+  into that domain once it has room for all of them (a new leader finishes a release into the same domain); while it
+  has not (filled meanwhile), they stay gated with ``WaitingForDomain``, never released elsewhere;
 - else, once ``size`` gated Pods of it exist, the domain of the level with room for all of them is chosen
   (``choose``): usable nodes (Ready, schedulable, every NoSchedule/NoExecute taint tolerated, the Pods' node selector
   and required node affinity met) with the extended resources the Pods ask for free after every active Pod bound
@@ -196,22 +197,39 @@ def choose(members: list[PodFacts], spec: GangSpec, nodes: dict[str, NodeFacts],
            ledger: Ledger) -> str | None:
     """The domain of ``spec.key`` where every Pod of ``members`` fits beside what the ledger holds there: the one
     that leaves the least room (ties: the name), or None."""
-    first = members[0]
-    domains: dict[str, list[dict[str, int]]] = {}
-    for name, node in sorted(nodes.items()):
-        if usable(first, spec, node):
-            domains.setdefault(node.labels[spec.key], []).append(room.get(name, {}))
-    wanted = [dict(p.requests) for p in members]
     best: tuple[int, str] | None = None
-    for domain, free in domains.items():
-        held = [dict(r) for r in ledger.in_domain(spec.key, domain)]
-        left = fits(free, held + wanted)
+    for domain, free in _domains(members[0], spec, nodes, room).items():
+        left = _left(members, spec, domain, free, ledger)
         if left is None:
             continue
         score = (sum(sum(n.values()) for n in left), domain)
         if best is None or score < best:
             best = score
     return best[1] if best else None
+
+
+def _domains(first: PodFacts, spec: GangSpec, nodes: dict[str, NodeFacts],
+             room: dict[str, dict[str, int]]) -> dict[str, list[dict[str, int]]]:
+    """Per domain of ``spec.key``, the free room of each of its nodes ``first`` may use."""
+    domains: dict[str, list[dict[str, int]]] = {}
+    for name, node in sorted(nodes.items()):
+        if usable(first, spec, node):
+            domains.setdefault(node.labels[spec.key], []).append(room.get(name, {}))
+    return domains
+
+
+def _left(members: list[PodFacts], spec: GangSpec, domain: str, free: list[dict[str, int]],
+          ledger: Ledger) -> list[dict[str, int]] | None:
+    """The room ``domain`` keeps once ``members`` fit there beside what the ledger holds in it, or None."""
+    held = [dict(r) for r in ledger.in_domain(spec.key, domain)]
+    return fits(free, held + [dict(p.requests) for p in members])
+
+
+def room_in(members: list[PodFacts], spec: GangSpec, domain: str, nodes: dict[str, NodeFacts],
+            room: dict[str, dict[str, int]], ledger: Ledger) -> bool:
+    """``domain`` has room for every Pod of ``members`` beside what the ledger holds there."""
+    free = _domains(members[0], spec, nodes, room).get(domain, [])
+    return _left(members, spec, domain, free, ledger) is not None
 
 
 @dataclass(frozen=True)
@@ -227,7 +245,7 @@ class Release:
 @dataclass(frozen=True)
 class Wait:
     gang: str
-    reason: str  # "no-domain" (all Pods there, no domain has room) or "incomplete" (Pods still to come)
+    reason: str  # "no-domain" (all Pods there, no domain has room; or its gang's domain has none) or "incomplete"
     pods: tuple[PodFacts, ...]
     message: str
     since: float
@@ -265,6 +283,11 @@ def plan(pods: list[PodFacts], nodes: dict[str, NodeFacts], ledger: Ledger,
         spec, members, domain = gangs[gid]
         members.sort(key=lambda p: (p.created, p.name))
         if domain:
+            if not room_in(members, spec, domain, nodes, room, ledger):  # filled since: wait gated, never elsewhere
+                waits.append(Wait(gid, "no-domain", tuple(members),
+                                  f"the {spec.level} of gang {gid} ({spec.key}={domain}) has no room for its "
+                                  f"{len(members)} gated Pod(s); they stay gated until it has", since))
+                continue
             releases.append(Release(gid, domain, spec.key, tuple(members), "joined", now - since))
         elif len(members) < spec.size:
             waits.append(Wait(gid, "incomplete", tuple(members), f"{len(members)} of the gang's {spec.size} Pods exist",
