@@ -200,16 +200,22 @@ def _build(loader: Any, node: Any, seen: set[int]) -> Any:
     if kind is MappingNode and node.tag == MAP:
         out = {}
         for key_node, value_node in node.value:
-            if key_node.tag == MERGE:
-                raise _Fallback
-            key = _build(loader, key_node, seen)
+            # a str scalar (most keys and values) is its value, as _build would return it, without the call
+            if type(key_node) is ScalarNode and key_node.tag == STR:
+                key = key_node.value
+            else:
+                if key_node.tag == MERGE:
+                    raise _Fallback
+                key = _build(loader, key_node, seen)
             try:
-                out[key] = _build(loader, value_node, seen)
+                out[key] = (value_node.value if type(value_node) is ScalarNode and value_node.tag == STR
+                            else _build(loader, value_node, seen))
             except TypeError:  # an unhashable key: PyYAML's error says where
                 raise _Fallback from None
         return out
     if kind is SequenceNode and node.tag == SEQ:
-        return [_build(loader, child, seen) for child in node.value]
+        return [child.value if type(child) is ScalarNode and child.tag == STR else _build(loader, child, seen)
+                for child in node.value]
     raise _Fallback
 
 
