@@ -37,6 +37,7 @@ from yaml.events import (
     ScalarEvent,
     SequenceEndEvent,
     SequenceStartEvent,
+    StreamEndEvent,
 )
 from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 from yaml.resolver import Resolver
@@ -219,12 +220,91 @@ def _build(loader: Any, node: Any, seen: set[int]) -> Any:
     raise _Fallback
 
 
+def _scalar(loader: Any, event: Any) -> Any:
+    """The value of a scalar event without anchor or tag, as the composer resolves it and _build builds it (a tag
+    without a constructor, the merge key's among them: ``_Fallback``)."""
+    if event.anchor is not None or event.tag is not None:
+        raise _Fallback
+    value = event.value
+    tag = _resolve_cached(ScalarNode, value, event.implicit)
+    if tag == STR:
+        return value
+    construct = loader.yaml_constructors.get(tag)
+    if construct is None:
+        raise _Fallback
+    return construct(loader, ScalarNode(tag, value, event.start_mark, event.end_mark, event.style))
+
+
+def _from_events(loader: Any, event: Any, get: Any) -> Any:
+    """The value starting at ``event``, read event by event: maps, sequences and scalars without anchors,
+    aliases, tags or merge keys (anything else: ``_Fallback``), with only scalar keys."""
+    kind = type(event)
+    if kind is ScalarEvent:
+        return _scalar(loader, event)
+    if kind is MappingStartEvent and event.anchor is None and event.tag is None:
+        out = {}
+        while True:
+            key_event = get()
+            if type(key_event) is not ScalarEvent:
+                if type(key_event) is MappingEndEvent:
+                    return out
+                raise _Fallback  # a collection as a key, or an alias
+            key = _scalar(loader, key_event)  # a merge key (``<<``) has no constructor: _Fallback
+            value_event = get()
+            out[key] = (_scalar(loader, value_event) if type(value_event) is ScalarEvent
+                        else _from_events(loader, value_event, get))
+    if kind is SequenceStartEvent and event.anchor is None and event.tag is None:
+        items = []
+        while True:
+            item = get()
+            item_kind = type(item)
+            if item_kind is ScalarEvent:
+                items.append(_scalar(loader, item))
+            elif item_kind is SequenceEndEvent:
+                return items
+            else:
+                items.append(_from_events(loader, item, get))
+    raise _Fallback
+
+
 def load_all(stream: str | IO[str]) -> Iterator[Any]:
-    """``yaml.load_all(stream, Loader=CSafeLoader)``, document by document (a stream is read as needed)."""
+    """``yaml.load_all(stream, Loader=CSafeLoader)``, document by document (a stream is read as needed).
+
+    A str is read event by event (libyaml's events cost less than its composed nodes), each document built as
+    _build builds it; at the first document that needs more (an anchor, an alias, a tag, a merge key, a
+    collection as a key), the text is read again from its start through nodes, the documents already given
+    skipped, and the rest of it read that way."""
+    given = 0
+    if isinstance(stream, str) and _hooks_are_noops(Loader):
+        loader = Loader(stream)
+        try:
+            get = loader.get_event
+            get()  # the stream's start
+            while type(get()) is not StreamEndEvent:  # a document's start
+                try:
+                    doc = _from_events(loader, get(), get)
+                except _Fallback:
+                    break
+                get()  # the document's end
+                given += 1
+                yield doc
+            else:
+                return
+        finally:
+            loader.dispose()
+    yield from _load_nodes(stream, given)
+
+
+def _load_nodes(stream: str | IO[str], skip: int) -> Iterator[Any]:
+    """The documents after the first ``skip``, each composed as a node and built from it (_build), or by
+    PyYAML's constructor when it needs it."""
     loader = Loader(stream) if _hooks_are_noops(Loader) else _BASE_LOADER(stream)
     try:
         while loader.check_node():
             node = loader.get_node()
+            if skip:
+                skip -= 1
+                continue
             try:
                 yield _build(loader, node, set())
             except _Fallback:
