@@ -219,3 +219,51 @@ def test_a_file_without_libyaml_falls_back_to_pure_python():
                                   {"plain": ["doc", 1, True, None, "1", True]}]
     assert got["ours_dump"] == got["pure_dump"]
     assert got["ours_dump"].count("&id001") == 1 and got["ours_dump"].count("*id001") == 1
+
+
+def typed(value):
+    """``value`` with every scalar's type beside it (``==`` holds ``1 == True``)."""
+    if isinstance(value, dict):
+        return {typed(k): typed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [typed(v) for v in value]
+    return (type(value).__name__, value)
+
+
+EVENTS_THEN_NODES = [
+    "a: 1\n---\nb: [true, null, 1.5, 2001-12-14, 0x1F, '1', \"no\", ~]\n---\nc: &x {d: 1}\ne: *x\n---\nf: g\n",
+    "---\nplain: yes\n---\n!!str 1\n---\nh: i\n",
+    "a: b\n---\nbase: &b {x: 1}\nmerged:\n  <<: *b\n  y: 2\n---\n\"<<\": quoted\n",
+    "- 1\n---\n? [a, b]\n: c\n---\n- !custom x\n",
+    "k: v\n---\n!!set {a, b}\n---\nlast: doc\n",
+]
+
+
+@pytest.mark.parametrize("text", EVENTS_THEN_NODES)
+def test_documents_read_from_events_then_nodes_are_pyyamls_each_once(text):
+    """A str is read from libyaml's events until a document needs nodes; from there it is read again through
+    nodes, the documents already given skipped: each document once, in order, of PyYAML's types."""
+    mine, theirs = ours(text), pyyaml(text)
+    if isinstance(theirs, str):
+        assert mine == theirs
+        return
+    assert typed(mine) == typed(theirs)
+    assert len(mine) == len(theirs)
+
+
+@pytest.mark.parametrize("text", ["a: 1\n---\nb: [1, 2\n---\nc: 3\n", "a: 1\n---\nb: *nowhere\n", "a: 1\n---\n- a\nb: c\n",
+                                  "a: 1\n---\nb: &x 1\nc: &x 2\nd: *x\n"])
+def test_the_documents_before_an_error_come_first_then_pyyamls_error(text):
+    def partial(docs):
+        got = []
+        try:
+            for doc in docs:
+                got.append(doc)
+        except yaml.YAMLError as exc:
+            return got, str(exc)
+        return got, None
+
+    mine = partial(fastyaml.load_all(text))
+    theirs = partial(yaml.load_all(text, Loader=yaml.CSafeLoader))
+    assert mine == theirs
+    assert mine[1] is not None or text.endswith("*x\n")

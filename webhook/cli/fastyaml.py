@@ -7,8 +7,10 @@ is most of the time spent outside the engine (dumping 1,000 mutated Jobs cost mo
 them). Here:
 
 - loading: values for maps, sequences, strings and every scalar tag the safe constructor knows are
-  built straight from libyaml's nodes; a document with anything else (an alias of a collection, a
-  merge key, a collection tag, an unknown tag, an unhashable key) is built by PyYAML's constructor;
+  built straight from libyaml's events (a str; its composed nodes cost more) or nodes (a stream, and a
+  str from its first document with an anchor, alias, tag, merge key or collection key on); a document
+  with anything else (an alias of a collection, a merge key, a collection tag, an unknown tag, an
+  unhashable key) is built by PyYAML's constructor;
 - dumping: a document made only of dicts, lists, str, int, bool and None, with no dict or list met
   twice (every mutated Job), goes to libyaml as the very events SafeRepresenter and the serializer
   would emit for it; any other document goes through them;
@@ -37,6 +39,7 @@ from yaml.events import (
     ScalarEvent,
     SequenceEndEvent,
     SequenceStartEvent,
+    StreamEndEvent,
 )
 from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 from yaml.resolver import Resolver
@@ -200,25 +203,110 @@ def _build(loader: Any, node: Any, seen: set[int]) -> Any:
     if kind is MappingNode and node.tag == MAP:
         out = {}
         for key_node, value_node in node.value:
-            if key_node.tag == MERGE:
-                raise _Fallback
-            key = _build(loader, key_node, seen)
+            # a str scalar (most keys and values) is its value, as _build would return it, without the call
+            if type(key_node) is ScalarNode and key_node.tag == STR:
+                key = key_node.value
+            else:
+                if key_node.tag == MERGE:
+                    raise _Fallback
+                key = _build(loader, key_node, seen)
             try:
-                out[key] = _build(loader, value_node, seen)
+                out[key] = (value_node.value if type(value_node) is ScalarNode and value_node.tag == STR
+                            else _build(loader, value_node, seen))
             except TypeError:  # an unhashable key: PyYAML's error says where
                 raise _Fallback from None
         return out
     if kind is SequenceNode and node.tag == SEQ:
-        return [_build(loader, child, seen) for child in node.value]
+        return [child.value if type(child) is ScalarNode and child.tag == STR else _build(loader, child, seen)
+                for child in node.value]
+    raise _Fallback
+
+
+def _scalar(loader: Any, event: Any) -> Any:
+    """The value of a scalar event without anchor or tag, as the composer resolves it and _build builds it (a tag
+    without a constructor, the merge key's among them: ``_Fallback``)."""
+    if event.anchor is not None or event.tag is not None:
+        raise _Fallback
+    value = event.value
+    tag = _resolve_cached(ScalarNode, value, event.implicit)
+    if tag == STR:
+        return value
+    construct = loader.yaml_constructors.get(tag)
+    if construct is None:
+        raise _Fallback
+    return construct(loader, ScalarNode(tag, value, event.start_mark, event.end_mark, event.style))
+
+
+def _from_events(loader: Any, event: Any, get: Any) -> Any:
+    """The value starting at ``event``, read event by event: maps, sequences and scalars without anchors,
+    aliases, tags or merge keys (anything else: ``_Fallback``), with only scalar keys."""
+    kind = type(event)
+    if kind is ScalarEvent:
+        return _scalar(loader, event)
+    if kind is MappingStartEvent and event.anchor is None and event.tag is None:
+        out = {}
+        while True:
+            key_event = get()
+            if type(key_event) is not ScalarEvent:
+                if type(key_event) is MappingEndEvent:
+                    return out
+                raise _Fallback  # a collection as a key, or an alias
+            key = _scalar(loader, key_event)  # a merge key (``<<``) has no constructor: _Fallback
+            value_event = get()
+            out[key] = (_scalar(loader, value_event) if type(value_event) is ScalarEvent
+                        else _from_events(loader, value_event, get))
+    if kind is SequenceStartEvent and event.anchor is None and event.tag is None:
+        items = []
+        while True:
+            item = get()
+            item_kind = type(item)
+            if item_kind is ScalarEvent:
+                items.append(_scalar(loader, item))
+            elif item_kind is SequenceEndEvent:
+                return items
+            else:
+                items.append(_from_events(loader, item, get))
     raise _Fallback
 
 
 def load_all(stream: str | IO[str]) -> Iterator[Any]:
-    """``yaml.load_all(stream, Loader=CSafeLoader)``, document by document (a stream is read as needed)."""
+    """``yaml.load_all(stream, Loader=CSafeLoader)``, document by document (a stream is read as needed).
+
+    A str is read event by event (libyaml's events cost less than its composed nodes), each document built as
+    _build builds it; at the first document that needs more (an anchor, an alias, a tag, a merge key, a
+    collection as a key), the text is read again from its start through nodes, the documents already given
+    skipped, and the rest of it read that way."""
+    given = 0
+    if isinstance(stream, str) and _hooks_are_noops(Loader):
+        loader = Loader(stream)
+        try:
+            get = loader.get_event
+            get()  # the stream's start
+            while type(get()) is not StreamEndEvent:  # a document's start
+                try:
+                    doc = _from_events(loader, get(), get)
+                except _Fallback:
+                    break
+                get()  # the document's end
+                given += 1
+                yield doc
+            else:
+                return
+        finally:
+            loader.dispose()
+    yield from _load_nodes(stream, given)
+
+
+def _load_nodes(stream: str | IO[str], skip: int) -> Iterator[Any]:
+    """The documents after the first ``skip``, each composed as a node and built from it (_build), or by
+    PyYAML's constructor when it needs it."""
     loader = Loader(stream) if _hooks_are_noops(Loader) else _BASE_LOADER(stream)
     try:
         while loader.check_node():
             node = loader.get_node()
+            if skip:
+                skip -= 1
+                continue
             try:
                 yield _build(loader, node, set())
             except _Fallback:

@@ -1,0 +1,157 @@
+"""``patch.replay`` (the received object with the first stage's patch applied: what `check` prints and the
+whole-object rules read) is the Patcher's result, op by op, and shares nothing with the patch it replays.
+
+Its fast path writes in place along paths it walks once; the reference here applies every operation with
+``Patcher.set``/``append`` only, as replay did before it had a fast path. A replayed value is a copy: editing
+the result never reaches the patch (which the server sends and ``check -o json`` prints), and one value the
+patch holds twice is two objects in the result (YAML would write one object met twice as an alias). What no
+operation touches is shared with the received object, as a Patcher shares it.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+
+import pytest
+from support.manifests import load_yaml
+from support.paths import FIXTURES, ROOT
+
+from trainadmit.engine import Request
+from trainadmit.engine.patch import Patcher, UndeclaredWrite, replay
+from trainadmit.engine.workloads import adapter_for
+
+decide_module = importlib.import_module("trainadmit.engine.decide")
+
+
+def reference(obj: dict, ops: list[dict]) -> dict:
+    """replay through the Patcher's generic writes only (replay before its fast path)."""
+    patcher = Patcher(obj, record=False)
+    for op in ops:
+        tokens = [t.replace("~1", "/").replace("~0", "~") for t in op["path"].split("/")[1:]]
+        append = bool(tokens) and tokens[-1] == "-"
+        if append:
+            tokens.pop()
+        parts: list = []
+        cur = patcher.doc
+        for token in tokens:
+            part = int(token) if type(cur) is list else token
+            parts.append(part)
+            cur = cur[part] if type(cur) is list else (cur.get(part) if type(cur) is dict else None)
+        if append:
+            patcher.append(tuple(parts), op["value"])
+            continue
+        if op["op"] == "add" and cur is not None:
+            raise UndeclaredWrite(op["path"])
+        patcher.set(tuple(parts), op["value"])
+    return patcher.doc
+
+
+def containers(value, out: list) -> list:
+    """Every dict and list in ``value``, each time it is met."""
+    if type(value) in (dict, list):
+        out.append(value)
+        for v in value.values() if type(value) is dict else value:
+            containers(v, out)
+    return out
+
+
+def edit_everything(value) -> None:
+    """Change every dict and list of ``value`` in place."""
+    for c in containers(value, []):
+        if type(c) is dict:
+            c["edited-in-place"] = True
+        else:
+            c.append("edited-in-place")
+
+
+def patches(policy) -> list[tuple[dict, list[dict]]]:
+    out = []
+    for path in sorted([*FIXTURES.glob("operators/*/examples/*.yaml"), *FIXTURES.glob("real-world/**/*.yaml"),
+                        *(ROOT / "examples").glob("*.yaml")]):
+        for obj in load_yaml(path):
+            if isinstance(obj, dict) and adapter_for(obj.get("apiVersion"), obj.get("kind")):
+                decision = decide_module.decide_declared(policy, Request(obj, namespace="default"))
+                if decision.patch:
+                    out.append((obj, decision.patch))
+    return out
+
+
+def test_replay_is_the_patchers_result_and_shares_nothing_with_the_patch(policy):
+    cases = patches(policy)
+    assert len(cases) > 20
+    for obj, ops in cases:
+        obj_before, ops_before = copy.deepcopy(obj), copy.deepcopy(ops)
+        result = replay(obj, ops)
+        assert result == reference(obj, ops)
+        assert obj == obj_before and ops == ops_before  # neither the object nor the patch is edited
+        seen = containers(result, [])
+        assert len({id(c) for c in seen}) == len(seen)  # no dict or list met twice
+        edit_everything(result)
+        assert ops == ops_before, "a replayed value is shared with the patch"
+
+
+TOLERATION = {"key": "pool", "operator": "Equal", "value": "h100", "effect": "NoSchedule"}
+
+
+class Sub(dict):
+    pass
+
+
+@pytest.mark.parametrize("obj, ops", [
+    # missing and null parents are created as maps
+    ({"spec": {}}, [{"op": "add", "path": "/spec/template/spec/nodeSelector", "value": {"a": "b"}}]),
+    ({"spec": {"template": None}}, [{"op": "add", "path": "/spec/template/metadata/labels/x", "value": "1"}]),
+    # append: to a list, to a missing list, to a null one, the same object twice and to two lists
+    ({"a": {"l": [1]}}, [{"op": "add", "path": "/a/l/-", "value": TOLERATION},
+                         {"op": "add", "path": "/a/l/-", "value": TOLERATION},
+                         {"op": "add", "path": "/a/m/-", "value": TOLERATION},
+                         {"op": "add", "path": "/a/n/-", "value": [TOLERATION]}]),
+    ({"a": {"l": None}}, [{"op": "add", "path": "/a/l/-", "value": {"x": [1]}}]),
+    # replace: an unchanged value, a list item, an item holding what was written under it, a container by a
+    # scalar, and a write under what was just written
+    ({"a": {"b": {"c": 1}}}, [{"op": "replace", "path": "/a/b", "value": {"c": 1}}]),
+    ({"c": [{"n": 1}, {"n": 2}]}, [{"op": "replace", "path": "/c/1/n", "value": 3},
+                                   {"op": "replace", "path": "/c/1", "value": {"n": 4}},
+                                   {"op": "add", "path": "/c/1/m", "value": {"deep": [TOLERATION]}},
+                                   {"op": "add", "path": "/c/1/m/deep/-", "value": "x"},
+                                   {"op": "replace", "path": "/c/0", "value": {"n": 1}}]),
+    ({"a": {"b": {"c": [1]}}}, [{"op": "replace", "path": "/a/b", "value": "flat"},
+                                {"op": "add", "path": "/d", "value": {"e": {}}},
+                                {"op": "add", "path": "/d/e/f", "value": TOLERATION}]),
+    # escaped tokens, a digit key in a map, a dict subclass on the path (the Patcher's generic walk)
+    ({"metadata": {"labels": {}}}, [{"op": "add", "path": "/metadata/labels/a~1b~0c", "value": "v"},
+                                    {"op": "add", "path": "/metadata/0", "value": "zero"}]),
+    ({"a": Sub(b={"c": 1})}, [{"op": "add", "path": "/a/b/d", "value": 2}]),
+])
+def test_replay_edge_cases_match_the_patcher(obj, ops):
+    obj_before, ops_before = copy.deepcopy(obj), copy.deepcopy(ops)
+    result = replay(obj, ops)
+    assert result == reference(obj, ops)
+    assert obj == obj_before and ops == ops_before
+    seen = containers(result, [])
+    assert len({id(c) for c in seen}) == len(seen)
+    edit_everything(result)  # the untouched parts of the object are shared with it (copy-on-write), the patch never
+    assert ops == ops_before
+
+
+@pytest.mark.parametrize("obj, ops", [
+    ({"a": "scalar"}, [{"op": "add", "path": "/a/b", "value": 1}]),  # a scalar parent: TypeError
+    ({"a": [1]}, [{"op": "add", "path": "/a/5", "value": 1}]),  # an index past the end: IndexError
+    ({"a": {"b": 1}}, [{"op": "add", "path": "/a/b", "value": 2}]),  # an add over a member: UndeclaredWrite
+    ({"a": 1}, [{"op": "add", "path": "", "value": 2}]),  # the root: IndexError
+])
+def test_replay_refuses_as_the_patcher_does(obj, ops):
+    with pytest.raises(Exception) as expected:
+        reference(obj, ops)
+    with pytest.raises(expected.type):
+        replay(obj, ops)
+
+
+def test_a_negative_index_writes_where_it_points():
+    """The engine writes no negative index; replay reads one as Python does (the last item), and a later write
+    under that item by its positive index lands in the item now there. (A Patcher holding the item it reached by
+    ``/c/1`` before ``/c/-1`` replaced it wrote into the replaced one.)"""
+    ops = [{"op": "replace", "path": "/c/1/n", "value": 3}, {"op": "replace", "path": "/c/-1", "value": {"n": 4}},
+           {"op": "add", "path": "/c/1/m", "value": "x"}]
+    assert replay({"c": [{"n": 1}, {"n": 2}]}, ops) == {"c": [{"n": 1}, {"n": 4, "m": "x"}]}
