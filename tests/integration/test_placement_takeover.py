@@ -195,7 +195,7 @@ def test_a_lost_lease_a_second_server_takes_over_and_places_the_waiting_gang(sto
         with reconciling_server(cp, hook.policy_dir, hook.kubeconfig, tmp_path / "b", "trainadmit-b") as second:
             assert submit(cp, outcome.job(s, "train")).admitted
             outcome.all_gated_and_said(s, "train")  # the leader decided: no rack has room
-            os.kill(first.proc.pid, signal.SIGSTOP)
+            os.killpg(first.proc.pid, signal.SIGSTOP)  # the whole server: its main, workers' and controllers' processes
             try:
                 wait_until(lambda: _holder(cp, lease) == "trainadmit-b", timeout=60,
                            what="trainadmit-b to take the Lease of the stalled leader")
@@ -205,5 +205,29 @@ def test_a_lost_lease_a_second_server_takes_over_and_places_the_waiting_gang(sto
                 assert outcome.racks(s, v.bound.values()) == {s.node("a")}
                 outcome.assert_in_rack(s, "train", s.node("a"))
             finally:
-                os.kill(first.proc.pid, signal.SIGCONT)
+                os.killpg(first.proc.pid, signal.SIGCONT)
             assert "released into" not in first.log.read_text()
+
+
+def test_the_leaders_controllers_process_killed_is_started_again_and_places_the_waiting_gang(stock, lease, tmp_path):
+    """The server as deploy/ runs it keeps every controller thread out of its main process (which forks the workers);
+    its controllers' process killed outright while a gang waits for room, the main process starts it again, the new
+    one holds the Lease under the same identity and places the gang whole in rack a when the room comes."""
+    cp, hook = stock
+    _expired_lease(cp, lease)
+    with scene(cp, hook, "bundled", RACK_BUSY, "tkctl") as s, \
+            reconciling_server(cp, hook.policy_dir, hook.kubeconfig, tmp_path, "trainadmit-a") as server:
+        wait_until(lambda: _holder(cp, lease) == "trainadmit-a", timeout=60, what="trainadmit-a to hold the Lease")
+        assert len(os.listdir(f"/proc/{server.proc.pid}/task")) == 1  # the main process: no thread but its own
+        assert submit(cp, outcome.job(s, "train")).admitted
+        outcome.all_gated_and_said(s, "train")
+        first = server.controllers_pid()
+        assert first is not None
+        os.kill(first, signal.SIGKILL)
+        wait_until(lambda: server.controllers_pid() not in (None, first), timeout=10,
+                   what="the controllers' process to be started again")
+        s.release("a0")
+        v = outcome.all_bound(s.http, s.namespace, f"{JOB_NAME_LABEL}=train", WORKERS)
+        assert outcome.racks(s, v.bound.values()) == {s.node("a")}
+        assert _holder(cp, lease) == "trainadmit-a"
+        assert len(os.listdir(f"/proc/{server.proc.pid}/task")) == 1

@@ -125,7 +125,7 @@ def test_memory_budget_queues_what_does_not_fit_and_refuses_what_never_will():
 
 
 def test_a_controllers_problem_reaches_a_worker_forked_before_it():
-    """The controllers run in the server's main process, /readyz in the workers gunicorn forked earlier."""
+    """The controllers run in a process the main process forked, /readyz in the workers it forked too."""
     from trainadmit.server.controller_status import ControllerStatus
 
     status = ControllerStatus(["reconciler", "preflight-status"])

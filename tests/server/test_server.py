@@ -294,4 +294,17 @@ def test_kill_pwr_writes_every_threads_stack_and_the_server_goes_on(server):
     dumped = stacks.split("(main process first):", 1)[1]
     assert "in wait_for_signals" in dumped  # gunicorn's master loop
     assert dumped.count("in wait_for_and_dispatch_events") == len(server.worker_pids()) == 2  # each worker's loop
+    assert "in _run_child" in dumped  # the controllers' process
     assert server.client(keep_alive=False).request("GET", "/readyz")[0] == 200
+
+
+def test_the_main_process_forks_its_workers_with_no_thread_of_its_own(server):
+    """A lock held by another thread at a fork stays held in the worker forever (and gunicorn never times out a
+    worker that has not booted): every thread the server runs beside its workers is in the controllers' process."""
+    from pathlib import Path
+
+    tasks = list(Path(f"/proc/{server.proc.pid}/task").iterdir())
+    assert len(tasks) == 1, f"the main process runs {len(tasks)} threads"
+    controllers = server.controllers_pid()
+    assert controllers is not None and controllers not in server.worker_pids()
+    assert len(list(Path(f"/proc/{controllers}/task").iterdir())) >= 2  # its own thread and the cluster report's

@@ -32,7 +32,8 @@ def started(tmp_path):
     workers = wait_until(lambda: len(w := server.worker_pids()) == 2 and w, 30, "two workers")
     target = Path(os.environ["LEFTOVER_PIDS"])  # written whole, then renamed: the outer test polls for it
     partial = target.with_suffix(".partial")
-    partial.write_text(json.dumps([server.proc.pid, *workers]))
+    assert server.controllers_pid() is not None
+    partial.write_text(json.dumps([server.proc.pid, *server.children()]))  # the workers and the controllers' process
     partial.rename(target)
 
 
@@ -74,7 +75,7 @@ def test_no_server_outlives_its_test(tmp_path, case):
     try:
         pids = wait_until(lambda: pids_file.exists() and json.loads(pids_file.read_text()), 60,
                           "the inner test did not start its server")
-        assert len(pids) == 3 and all(alive(p) for p in pids)
+        assert len(pids) == 4 and all(alive(p) for p in pids)  # the main process, 2 workers, the controllers'
         if case == "interrupted":
             pytest_run.send_signal(signal.SIGINT)
         elif case == "killed":

@@ -16,8 +16,10 @@ from pathlib import Path
 from support import suite_processes
 from support.paths import ROOT
 from trainadmit.certs import pki
+from trainadmit.server.controller_process import NAME
 
 SERVICE = "trainadmit.trainadmit-system.svc"
+CONTROLLERS_NAME = NAME.decode()
 
 
 def wait_until(probe, timeout: float = 10.0, message: str = "condition not met", interval: float = 0.02):
@@ -173,7 +175,7 @@ class Server:
         import signal
 
         before = len(self.log.read_bytes())
-        pids = [self.proc.pid, *sorted(self.worker_pids())]
+        pids = [self.proc.pid, *sorted(self.children())]
         for pid in pids:
             size = len(self.log.read_bytes())
             with contextlib.suppress(OSError):
@@ -212,15 +214,24 @@ class Server:
                 ctx.wrap_socket(raw, server_hostname=SERVICE) as tls:
             return x509.load_der_x509_certificate(tls.getpeercert(binary_form=True))
 
-    def worker_pids(self) -> set[int]:
-        """The gunicorn workers of this server (its child processes, from /proc)."""
-        pids = set()
+    def children(self) -> dict[int, str]:
+        """The server's live child processes (from /proc): pid -> its name (``comm``)."""
+        found = {}
         for stat in Path("/proc").glob("[0-9]*/stat"):
             with contextlib.suppress(OSError, ValueError, IndexError):
-                fields = stat.read_text().rsplit(")", 1)[1].split()
+                text = stat.read_text()
+                fields = text.rsplit(")", 1)[1].split()
                 if int(fields[1]) == self.proc.pid and fields[0] != "Z":
-                    pids.add(int(stat.parent.name))
-        return pids
+                    found[int(stat.parent.name)] = text.split("(", 1)[1].rsplit(")", 1)[0]
+        return found
+
+    def worker_pids(self) -> set[int]:
+        """The gunicorn workers of this server (its children but the controllers' process)."""
+        return {pid for pid, name in self.children().items() if name != CONTROLLERS_NAME}
+
+    def controllers_pid(self) -> int | None:
+        """The controllers' process (``server.controller_process``), once it runs."""
+        return next((pid for pid, name in self.children().items() if name == CONTROLLERS_NAME), None)
 
     def metric(self, name: str) -> float | None:
         """The value of one sample line of /metrics (``name`` with its labels as rendered), or None."""

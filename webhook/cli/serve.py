@@ -83,27 +83,37 @@ def _serve(settings: ServerSettings) -> int:
         listener, metrics_listener = bind_listeners(settings.listen)
     except StartupError as exc:
         return _refuse(str(exc))
+    from ..server.controller_process import ControllerProcess
     from ..server.controller_status import ControllerStatus
     from ..server.gunicorn_app import serve
+    from ..server.logs import emit
 
     controllers = settings.controllers
     names = [*(["certificates"] if controllers.manage_certs else []),
              *(["reconciler", "preflight-status", "placement"] if controllers.reconcile else [])]
-    status = ControllerStatus(names) if names else None
-    _report_cluster(settings, status)
-    if controllers.manage_certs:
-        start_cert_controller(controllers.namespace, controllers.service, status)
-    if controllers.reconcile:
-        start_reconciler(controllers.namespace, policy.keys.podgroup, str(settings.app.policy_dir),
-                         settings.app.cluster_max_age, status)
-        start_preflight_status(controllers.namespace, policy.keys.preflight, policy.keys.applied, status)
-        start_placement(controllers.namespace, f"{policy.keys.podgroup.rsplit('/', 1)[0]}/placement", status)
-    return serve(settings, listener, status, metrics_listener)
+    status = ControllerStatus(names) if names else None  # shared memory, mapped before any fork
+    monitor = _report_cluster(settings, status)  # its first lines now, before listening
+
+    def run_controllers(stop) -> None:
+        """In the controllers' process: every thread the server runs beside its workers."""
+        monitor.start(step_now=False)
+        if controllers.manage_certs:
+            start_cert_controller(controllers.namespace, controllers.service, status)
+        if controllers.reconcile:
+            start_reconciler(controllers.namespace, policy.keys.podgroup, str(settings.app.policy_dir),
+                             settings.app.cluster_max_age, status)
+            start_preflight_status(controllers.namespace, policy.keys.preflight, policy.keys.applied, status)
+            start_placement(controllers.namespace, f"{policy.keys.podgroup.rsplit('/', 1)[0]}/placement", status)
+
+    sockets = [s for s in (listener, metrics_listener) if s is not None]
+    process = ControllerProcess(run_controllers, emit, lambda: [s.fileno() for s in sockets if s.fileno() >= 0])
+    process.start()  # before gunicorn: this process forks its workers with no thread of its own
+    return serve(settings, listener, status, metrics_listener, process)
 
 
-def _report_cluster(settings: ServerSettings, status) -> None:
-    """The cluster decisions are for, and each setting it or this server cannot honour: one line each before
-    listening, and again whenever they change (``server.cluster_report.Monitor``)."""
+def _report_cluster(settings: ServerSettings, status):
+    """The cluster decisions are for, and each setting it or this server cannot honour: one line each now, before
+    listening, and again whenever they change once the returned ``server.cluster_report.Monitor`` is started."""
     from ..cluster.policy_dir import PolicyDirectory
     from ..server import cluster_report
     from ..server.logs import emit
@@ -122,13 +132,15 @@ def _report_cluster(settings: ServerSettings, status) -> None:
         discover = lambda: None  # noqa: E731
     policies = PolicyDirectory(app.policy_dir, lambda message: emit("cluster_report", message=message))
     reconcile = settings.controllers.reconcile
-    cluster_report.Monitor(policies.current, discover, lambda: missing_reconciler(reconcile, status),
-                           viewed=app.cluster_live or bool(app.cluster_files)).start()
+    monitor = cluster_report.Monitor(policies.current, discover, lambda: missing_reconciler(reconcile, status),
+                                     viewed=app.cluster_live or bool(app.cluster_files))
+    monitor.step()
+    return monitor
 
 
 def _elected(namespace: str, lease_name: str, name: str, make, status, interval: float):
     """Run ``make(me, log)``'s one pass (a callable returning the lines to log) in a daemon thread of the
-    server's main process while this replica holds the Lease ``lease_name``; returns the thread's stop event."""
+    server's controllers' process while this replica holds the Lease ``lease_name``; returns the thread's stop event."""
     from kubernetes import client
 
     from ..cluster.kube import identity, load_config

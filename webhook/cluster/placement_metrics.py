@@ -1,4 +1,4 @@
-"""The placement gate's metrics, written by the ungater in the elected replica's main process.
+"""The placement gate's metrics, written by the ungater in the elected replica's controllers' process.
 
 Label values come from closed sets: ``release`` is "placed" (a new gang released into the domain chosen for it) or
 "joined" (Pods released into the domain their gang already has: a replacement, or a release a new leader finished);

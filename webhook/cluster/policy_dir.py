@@ -1,7 +1,7 @@
 """The policy of a directory for the controllers of the elected replica, reloaded when its files change.
 
 The webhook's workers reload their own policy (``server.runtime.PolicyStore``); the reconciler runs
-in the server's main process and needs the same generation to write reports and ResourceQuotas
+in the server's controllers' process and needs the same generation to write reports and ResourceQuotas
 from. Same rule as the workers: a version that fails to load leaves the previous one in use.
 """
 

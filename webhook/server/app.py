@@ -178,7 +178,7 @@ def create_app(settings: ServerSettings | None = None, controllers: ControllerSt
 
 def create_apps(settings: ServerSettings | None = None, controllers: ControllerStatus | None = None,
                 auth: metrics_auth.Filter | None = None) -> Apps:
-    """The apps of one worker process. ``controllers``: what the main process's controllers report (their
+    """The apps of one worker process. ``controllers``: what the controllers' process reports (their
     problems make /readyz fail). ``auth``: the metrics listener's filter (``--metrics-auth`` makes one asking
     the apiserver)."""
     settings = settings or ServerSettings()

@@ -101,9 +101,9 @@ def degraded(body: dict[str, Any], controller_problems: list[str]) -> list[str]:
 
 
 class Monitor:
-    """The log lines of the main process: the cluster decisions are for and each setting that cannot be
-    honoured, once at startup and again whenever they change (the workers' views answer ``/readyz`` and
-    ``/metrics``; one writer keeps the log free of one copy per worker)."""
+    """The log lines of the controllers' process (the first ones the main process's, before listening): the cluster
+    decisions are for and each setting that cannot be honoured, once at startup and again whenever they change (the
+    workers' views answer ``/readyz`` and ``/metrics``; one writer keeps the log free of one copy per worker)."""
 
     def __init__(self, policy: Callable[[], PolicySet | None], discover: Callable[[], Discovered | None],
                  missing_reconciler: Callable[[], str | None], viewed: bool, rediscover: float = 30.0,
@@ -152,7 +152,9 @@ class Monitor:
                 emit("platform_note", rule=rule, message=n.message)
         self._noted = notes
 
-    def run(self, stop: threading.Event, interval: float) -> None:
+    def run(self, stop: threading.Event, interval: float, wait_first: bool = False) -> None:
+        if wait_first and stop.wait(interval):
+            return
         while True:
             try:
                 self.step()
@@ -161,11 +163,13 @@ class Monitor:
             if stop.wait(interval):
                 return
 
-    def start(self, interval: float = 5.0) -> threading.Event:
-        """The first step now (the startup lines come before ``listening``), then one per ``interval``."""
-        self.step()
+    def start(self, interval: float = 5.0, step_now: bool = True) -> threading.Event:
+        """The first step now (the startup lines come before ``listening``; ``step_now`` false: it was taken
+        already), then one per ``interval``."""
+        if step_now:
+            self.step()
         stop = threading.Event()
-        threading.Thread(target=self.run, args=(stop, interval), name="cluster-report", daemon=True).start()
+        threading.Thread(target=self.run, args=(stop, interval, True), name="cluster-report", daemon=True).start()
         return stop
 
 

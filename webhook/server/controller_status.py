@@ -1,9 +1,9 @@
-"""What the controllers in the server's main process report, readable by every worker's ``/readyz``.
+"""What the controllers report, readable by every worker's ``/readyz``.
 
-The Lease-elected loops (PodGroup reconciler, preflight status, certificate controller) run as threads of
-the main process; ``/readyz`` is answered by the workers gunicorn forks from it. Threads are not copied by
-``fork``, but memory mapped as shared before it is: each controller gets a fixed slot of shared memory,
-created before the workers start, that it writes and every worker reads.
+The Lease-elected loops (PodGroup reconciler, preflight status, certificate controller, the ungater) run as
+threads of the controllers' process (``controller_process``); ``/readyz`` is answered by the workers gunicorn
+forks from the main process. Both are forked from it, so memory it mapped as shared before is shared by all: each
+controller gets a fixed slot, created before the first fork, that it writes and every worker reads.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A Lease-elected controller loop of the server's main process, whose failures say what to change.
+"""A Lease-elected controller loop of the server's controllers' process, whose failures say what to change.
 
 The loop holds the Lease itself, then lets the controller do one pass, so that it knows which of the two
 failed. A failure the cluster's configuration causes (the namespace of the Lease does not exist, the

@@ -21,6 +21,7 @@ from gunicorn.arbiter import Arbiter
 from gunicorn.glogging import Logger
 
 from .app import cert_store, create_apps
+from .controller_process import ControllerProcess
 from .controller_status import ControllerStatus
 from .logs import JsonFormatter, emit
 from .settings import ServerSettings
@@ -105,9 +106,16 @@ class Application(BaseApplication):
 
 
 class _Arbiter(Arbiter):
-    """gunicorn's master, remembering the signal that stopped it (for the shutdown line)."""
+    """gunicorn's master, remembering the signal that stopped it (for the shutdown line), and keeping the
+    controllers' process running (``controller_process``: this process forks with no thread of its own)."""
 
     stopped_by: str | None = None
+    controller_process: ControllerProcess | None = None
+
+    def manage_workers(self) -> None:
+        super().manage_workers()
+        if self.controller_process is not None and self.stopped_by is None:
+            self.controller_process.keep_running()
 
     def handle_term(self) -> None:
         self.stopped_by = "SIGTERM"
@@ -123,13 +131,17 @@ class _Arbiter(Arbiter):
 
 
 def serve(settings: ServerSettings, listener: socket.socket, controllers: ControllerStatus | None = None,
-          metrics_listener: socket.socket | None = None) -> int:
+          metrics_listener: socket.socket | None = None, controller_process: ControllerProcess | None = None) -> int:
     """Run gunicorn with TLS in this process until it stops; the master's exit status (its workers leave
-    through here too, with theirs, by SystemExit). The apiserver only speaks HTTPS to webhooks."""
+    through here too, with theirs, by SystemExit). The apiserver only speaks HTTPS to webhooks.
+    ``controller_process``: started already; kept running while gunicorn runs, stopped when it has stopped."""
     master = os.getpid()
     metrics_fd = metrics_listener.detach() if metrics_listener is not None else None
     app = Application(settings, gunicorn_options(settings, listener.detach(), metrics_fd), controllers)
     arbiter = _Arbiter(app)
+    if controller_process is not None:  # a restarted one must not hold gunicorn's copies of the listeners either
+        arbiter.controller_process = controller_process
+        controller_process.close_in_child = lambda: [lnr.sock.fileno() for lnr in arbiter.LISTENERS]
     status = 0
     try:
         arbiter.run()
@@ -141,6 +153,8 @@ def serve(settings: ServerSettings, listener: socket.socket, controllers: Contro
         emit("server_error", error=str(exc))
         status = 1
     if os.getpid() == master:
+        if controller_process is not None:
+            controller_process.stop()
         emit("shutdown", pid=master, signal=arbiter.stopped_by, exit_status=status)
     sys.stderr.flush()
     return status

@@ -59,7 +59,7 @@ PREFLIGHT_READY = Histogram("trainadmit_preflight_ready_seconds",
                             "Time from a workload's creation to every one of its workers passing the preflight",
                             ("pool",), buckets=(5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200))
 
-# the elected reconciler's (the main process of the replica holding the Lease): each write by kind of object
+# the elected reconciler's (the controllers' process of the replica holding the Lease): each write by kind of object
 # (PodGroup, ...), verb (create, patch) and result (ok; exists: a create found it there; error), the time from a
 # workload's watch event to its PodGroup written, and each pass's time
 RECONCILER_WRITES = Counter("trainadmit_reconciler_writes_total", "Writes of the elected reconciler, by kind of "
@@ -81,7 +81,7 @@ def record_write(kind: str, verb: str, result: str) -> None:
                              result if result in WRITE_RESULTS else OTHER).inc()
 
 
-# written by the reconciler (the elected replica's main process) after each reports pass; a (rule, namespace)
+# written by the reconciler (the elected replica's controllers' process) after each reports pass; a (rule, namespace)
 # whose count fell to 0 is set to 0 (left out of /metrics): rules are the policy's, namespaces at most
 # cluster.report_writer.MAX_NAMESPACE_LABELS (the rest "other")
 REPORT_VIOLATIONS = Gauge("trainadmit_report_violations", "Stored workloads a rule fails or warns about, by rule and "

@@ -1,8 +1,8 @@
 """The server's cluster view, with what only the server's own processes know: whether a reconciler runs.
 
 Decisions leave the PodGroups of some gang backends (and the placement gate's release) to the elected
-reconciler, which runs in the main process of the replicas started with ``--reconcile``; the workers that
-decide learn from the main process's controller status (shared memory, ``controller_status``) whether it
+reconciler, which runs in the controllers' process of the replicas started with ``--reconcile``; the workers that
+decide learn from the controllers' process's status (shared memory, ``controller_status``) whether it
 works. So the workers' view answers ``ClusterView.reconciler``: a server without ``--reconcile`` has none; one
 whose reconciler cannot hold its Lease or is refused its work (a configuration failure, ``elected``) has none
 that works; a replica that runs it, or waits while another replica holds the Lease, has one.

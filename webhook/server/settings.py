@@ -130,7 +130,7 @@ class Processes:
 
 @dataclass(frozen=True)
 class Controllers:
-    """The Lease-elected loops that run beside the server, in its main process."""
+    """The Lease-elected loops that run beside the server, in its controllers' process (``controller_process``)."""
 
     manage_certs: bool = setting(False, switch=True,
                                  help="in-cluster mode: create and rotate the TLS Secret and the caBundle "
