@@ -8,15 +8,7 @@ import signal
 from pathlib import Path
 
 from support.paths import POLICIES
-from support.server import Server, issue_certs, wait_until
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
+from support.server import Server, alive, issue_certs, wait_until
 
 
 def test_it_is_started_again_when_it_dies_and_ends_with_the_main_process(tmp_path):
@@ -37,7 +29,7 @@ def test_it_is_started_again_when_it_dies_and_ends_with_the_main_process(tmp_pat
         assert not _listening_ports(second) & ports
         server.wait_ready()
         os.kill(server.proc.pid, signal.SIGKILL)  # the main process killed outright: no shutdown of its own
-        wait_until(lambda: not _alive(second), 10, "the controllers' process outlived the main process")
+        wait_until(lambda: not alive(second), 10, "the controllers' process outlived the main process")
 
 
 def _listening_ports(pid: int) -> set[int]:

@@ -12,12 +12,11 @@ import os
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from support import suite_processes
 from support.paths import ROOT
-from support.server import wait_until
+from support.server import alive, wait_until
 
 INNER = '''
 import json, os, time
@@ -46,14 +45,6 @@ def test_hangs(tmp_path):
     started(tmp_path)
     time.sleep(600)
 '''
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 @pytest.mark.parametrize("case", ["fails", "interrupted", "killed"])

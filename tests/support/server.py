@@ -36,6 +36,15 @@ def wait_until(probe, timeout: float = 10.0, message: str = "condition not met",
         time.sleep(interval)
 
 
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie does not: it has ended and waits to be reaped)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
