@@ -107,7 +107,10 @@ def _serve(settings: ServerSettings) -> int:
 
     sockets = [s for s in (listener, metrics_listener) if s is not None]
     process = ControllerProcess(run_controllers, emit, lambda: [s.fileno() for s in sockets if s.fileno() >= 0])
-    process.start()  # before gunicorn: this process forks its workers with no thread of its own
+    try:
+        process.start()  # before gunicorn: this process forks its workers with no thread of its own
+    except OSError as exc:
+        return _refuse(f"cannot start the controllers' process: {exc.strerror or exc}")
     return serve(settings, listener, status, metrics_listener, process)
 
 

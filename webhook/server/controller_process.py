@@ -48,11 +48,17 @@ class ControllerProcess:
         self.close_in_child = close_in_child
         self.pid: int | None = None
         self._alive_fd: int | None = None  # read end of a pipe whose write end only the child holds
+        self._restart_failing = False
 
     def start(self) -> int:
         parent = os.getpid()
         read_fd, write_fd = os.pipe()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(read_fd)
+            os.close(write_fd)
+            raise
         if pid == 0:  # pragma: no cover - the child's coverage is not collected; the tests watch what it does
             os.close(read_fd)
             self._run_child(parent)
@@ -100,7 +106,14 @@ class ControllerProcess:
         if self.pid is not None and not self.running():
             previous = self.pid
             self._mark_dead(previous)
-            self.start()
+            try:
+                self.start()
+            except OSError as exc:  # no process to be had now (EAGAIN, ENOMEM): the next loop tries again
+                if not self._restart_failing:  # logged when it starts failing, not on every loop
+                    self.log("controllers_restart_failed", previous_pid=previous, error=str(exc))
+                self._restart_failing = True
+                return
+            self._restart_failing = False
             self.log("controllers_restarted", previous_pid=previous, pid=self.pid)
 
     def stop(self, timeout: float = 5.0) -> None:
