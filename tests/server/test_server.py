@@ -285,3 +285,13 @@ def test_benchmark_floors_answer_without_deciding(server):
     other["request"]["object"]["metadata"]["name"] = "another-job"
     _, again = client.post_review("/noop-patch", other)
     assert decode_patch(again["response"]) == decode_patch(mutated["response"])  # the first Job's, as is
+
+
+def test_kill_pwr_writes_every_threads_stack_and_the_server_goes_on(server):
+    """What a server that stops answering is doing, without a debugger: the main process's loop and each
+    worker's selector loop, named by their functions, and the server still answers afterwards."""
+    stacks = server.stacks()
+    dumped = stacks.split("(main process first):", 1)[1]
+    assert "in wait_for_signals" in dumped  # gunicorn's master loop
+    assert dumped.count("in wait_for_and_dispatch_events") == len(server.worker_pids()) == 2  # each worker's loop
+    assert server.client(keep_alive=False).request("GET", "/readyz")[0] == 200

@@ -165,7 +165,31 @@ class Server:
             except OSError as exc:
                 last = exc
             time.sleep(0.05)
-        raise RuntimeError(f"server not ready: {last}; its log ends: {self.log.read_text()[-2000:]}")
+        raise RuntimeError(f"server not ready: {last}; {self.stacks()}")
+
+    def stacks(self) -> str:
+        """Every thread's stack of the server's processes (``kill -PWR``, ``server.stacks``), one process at a
+        time (they share the log), with the log before them: what a server that does not answer is doing."""
+        import signal
+
+        before = len(self.log.read_bytes())
+        pids = [self.proc.pid, *sorted(self.worker_pids())]
+        for pid in pids:
+            size = len(self.log.read_bytes())
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGPWR)
+            sizes = [size]
+
+            def settled(sizes: list[int] = sizes, size: int = size) -> bool:
+                """Written from the signal handler: done once the log has grown and stopped growing."""
+                sizes.append(len(self.log.read_bytes()))
+                return len(sizes) > 4 and sizes[-1] == sizes[-4] > size
+
+            with contextlib.suppress(AssertionError):
+                wait_until(settled, timeout=5, interval=0.05)
+        text = self.log.read_text(errors="replace")
+        return (f"its log before the stacks ends: {text[:before][-2000:]}\n"
+                f"stacks of processes {pids} (main process first):\n{text[before:][-20000:]}")
 
     def stop(self) -> int:
         """SIGTERM and wait (its whole process group SIGKILLed after 30 s); the exit status. Our idle

@@ -68,9 +68,11 @@ def _check_inputs(settings: ServerSettings) -> str | None:
 
 def _serve(settings: ServerSettings) -> int:
     from ..server.logs import capture_warnings
+    from ..server.stacks import dump_on_signal
     from ..server.startup import StartupError, bind_listeners
 
     capture_warnings()  # from here on every line is JSON, a library's warnings included
+    dump_on_signal()  # `kill -PWR`: every thread's stack on stderr (the one kind of line that is not JSON)
     problem = _check_inputs(settings)
     if problem:
         return _refuse(problem)
