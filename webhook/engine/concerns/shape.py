@@ -98,8 +98,12 @@ class _Checker:
             self.resources(c["resources"], f"{path}.resources")
         if c.get("env") is not None:
             for i, env in self.list_of_maps(c["env"], f"{path}.env"):
-                self.string(env.get("name"), path, ".env[{}].name", i)
-                self.string(env.get("value"), path, ".env[{}].value", i)
+                # ``string`` called only when it may find a problem (most entries: a str name and value)
+                name, value = env.get("name"), env.get("value")
+                if name is not None and type(name) is not str:
+                    self.string(name, path, ".env[{}].name", i)
+                if value is not None and type(value) is not str:
+                    self.string(value, path, ".env[{}].value", i)
         if c.get("volumeMounts") is not None:
             for i, m in self.list_of_maps(c["volumeMounts"], f"{path}.volumeMounts"):
                 self.string(m.get("mountPath"), path, ".volumeMounts[{}].mountPath", i)
