@@ -96,7 +96,7 @@ def _serve(settings: ServerSettings) -> int:
 
     def run_controllers(stop) -> None:
         """In the controllers' process: every thread the server runs beside its workers."""
-        monitor.start(step_now=False)
+        monitor.start()
         if controllers.manage_certs:
             start_cert_controller(controllers.namespace, controllers.service, status)
         if controllers.reconcile:

@@ -152,24 +152,18 @@ class Monitor:
                 emit("platform_note", rule=rule, message=n.message)
         self._noted = notes
 
-    def run(self, stop: threading.Event, interval: float, wait_first: bool = False) -> None:
-        if wait_first and stop.wait(interval):
-            return
-        while True:
+    def run(self, stop: threading.Event, interval: float) -> None:
+        while not stop.wait(interval):
             try:
                 self.step()
             except Exception as exc:  # a log line's failure must never stop the server
                 emit("cluster_report_error", error=repr(exc))
-            if stop.wait(interval):
-                return
 
-    def start(self, interval: float = 5.0, step_now: bool = True) -> threading.Event:
-        """The first step now (the startup lines come before ``listening``; ``step_now`` false: it was taken
-        already), then one per ``interval``."""
-        if step_now:
-            self.step()
+    def start(self, interval: float = 5.0) -> threading.Event:
+        """One step per ``interval``, the first after one interval: the caller takes the first itself, so that
+        the startup lines come before ``listening`` (the main process's, before it forks the controllers')."""
         stop = threading.Event()
-        threading.Thread(target=self.run, args=(stop, interval, True), name="cluster-report", daemon=True).start()
+        threading.Thread(target=self.run, args=(stop, interval), name="cluster-report", daemon=True).start()
         return stop
 
 
