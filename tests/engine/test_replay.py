@@ -123,6 +123,22 @@ class Sub(dict):
     ({"metadata": {"labels": {}}}, [{"op": "add", "path": "/metadata/labels/a~1b~0c", "value": "v"},
                                     {"op": "add", "path": "/metadata/0", "value": "zero"}]),
     ({"a": Sub(b={"c": 1})}, [{"op": "add", "path": "/a/b/d", "value": 2}]),
+    # replay starts a write at the container the last walk under the same parent ended on: what replaces that
+    # container, or one above it, is where later writes go (by any spelling of an index), and a write after the
+    # Patcher's generic walk starts from the root again
+    ({"a": {"l": [1]}}, [{"op": "add", "path": "/a/l/-", "value": 2}, {"op": "replace", "path": "/a", "value": {"l": []}},
+                         {"op": "add", "path": "/a/l/-", "value": 3}]),
+    ({"a": {"l": [1]}}, [{"op": "add", "path": "/a/l/-", "value": 2}, {"op": "replace", "path": "/a/l", "value": [9]},
+                         {"op": "add", "path": "/a/l/-", "value": 3}]),
+    ({"a": {"b": {"c": 1}}}, [{"op": "add", "path": "/a/b/d", "value": 2}, {"op": "replace", "path": "/a/b",
+                                                                          "value": {"c": 5}},
+                              {"op": "add", "path": "/a/b/e", "value": 3}]),
+    ({"c": [{"n": 1}, {"n": 2}]}, [{"op": "replace", "path": "/c/1/n", "value": 3},
+                                   {"op": "replace", "path": "/c/01", "value": {"n": 5}},
+                                   {"op": "add", "path": "/c/1/m", "value": "x"}]),
+    ({"a": {"b": {}}, "s": Sub(t={})}, [{"op": "add", "path": "/a/b/x", "value": 1},
+                                       {"op": "add", "path": "/s/t/u", "value": 2},
+                                       {"op": "add", "path": "/a/b/y", "value": 3}]),
 ])
 def test_replay_edge_cases_match_the_patcher(obj, ops):
     obj_before, ops_before = copy.deepcopy(obj), copy.deepcopy(ops)
@@ -140,6 +156,11 @@ def test_replay_edge_cases_match_the_patcher(obj, ops):
     ({"a": [1]}, [{"op": "add", "path": "/a/5", "value": 1}]),  # an index past the end: IndexError
     ({"a": {"b": 1}}, [{"op": "add", "path": "/a/b", "value": 2}]),  # an add over a member: UndeclaredWrite
     ({"a": 1}, [{"op": "add", "path": "", "value": 2}]),  # the root: IndexError
+    # a write under a container that a scalar replaced since replay last wrote under it: TypeError
+    ({"a": {"b": {}}}, [{"op": "add", "path": "/a/b/x", "value": 1}, {"op": "replace", "path": "/a/b", "value": "s"},
+                        {"op": "add", "path": "/a/b/y", "value": 2}]),
+    # an add over a member that a write under the same parent made: UndeclaredWrite
+    ({"a": {}}, [{"op": "add", "path": "/a/x", "value": 1}, {"op": "add", "path": "/a/x", "value": 2}]),
 ])
 def test_replay_refuses_as_the_patcher_does(obj, ops):
     with pytest.raises(Exception) as expected:
@@ -155,3 +176,19 @@ def test_a_negative_index_writes_where_it_points():
     ops = [{"op": "replace", "path": "/c/1/n", "value": 3}, {"op": "replace", "path": "/c/-1", "value": {"n": 4}},
            {"op": "add", "path": "/c/1/m", "value": "x"}]
     assert replay({"c": [{"n": 1}, {"n": 2}]}, ops) == {"c": [{"n": 1}, {"n": 4, "m": "x"}]}
+
+
+@pytest.mark.parametrize("obj, ops, stored", [
+    ({"c": [{"n": 1}, {"n": 2}]}, [{"op": "replace", "path": "/c/-1/n", "value": 3},
+                                   {"op": "replace", "path": "/c/1", "value": {"n": 5}},
+                                   {"op": "add", "path": "/c/-1/m", "value": "x"}],
+     {"c": [{"n": 1}, {"n": 5, "m": "x"}]}),
+    ({"c": [{"n": 1}]}, [{"op": "add", "path": "/c/0/m", "value": "x"}, {"op": "replace", "path": "/c/0/n", "value": 2},
+                         {"op": "replace", "path": "/c/-1", "value": {"n": 7}}, {"op": "add", "path": "/c/0/o", "value": 1}],
+     {"c": [{"n": 7, "o": 1}]}),
+])
+def test_a_replaced_item_is_where_later_writes_go_by_either_spelling_of_its_index(obj, ops, stored):
+    """replay starts a write at the container its last walk under the same parent ended on; a write replacing a
+    list item by its other spelling (``-1`` for the last) forgets them all, so a later write lands in the new item
+    (the Patcher, whose cache is keyed by the index as written, writes into the replaced one: no reference here)."""
+    assert replay(obj, ops) == stored

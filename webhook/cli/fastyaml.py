@@ -239,10 +239,15 @@ def _scalar(loader: Any, event: Any) -> Any:
 
 def _from_events(loader: Any, event: Any, get: Any) -> Any:
     """The value starting at ``event``, read event by event: maps, sequences and scalars without anchors,
-    aliases, tags or merge keys (anything else: ``_Fallback``), with only scalar keys."""
+    aliases, tags or merge keys (anything else: ``_Fallback``), with only scalar keys.
+
+    A scalar that resolves to a str (most keys and values) is its value, read here without calling
+    ``_scalar``: the same test ``_scalar`` makes first (no anchor, no tag, the resolver says str), which has no
+    effect but the resolver's cache; any other scalar goes through ``_scalar``, which builds it or raises."""
     kind = type(event)
     if kind is ScalarEvent:
         return _scalar(loader, event)
+    resolve = _resolve_cached
     if kind is MappingStartEvent and event.anchor is None and event.tag is None:
         out = {}
         while True:
@@ -251,21 +256,34 @@ def _from_events(loader: Any, event: Any, get: Any) -> Any:
                 if type(key_event) is MappingEndEvent:
                     return out
                 raise _Fallback  # a collection as a key, or an alias
-            key = _scalar(loader, key_event)  # a merge key (``<<``) has no constructor: _Fallback
+            key = key_event.value
+            if (key_event.anchor is not None or key_event.tag is not None
+                    or resolve(ScalarNode, key, key_event.implicit) != STR):
+                key = _scalar(loader, key_event)  # a merge key (``<<``) has no constructor: _Fallback
             value_event = get()
-            out[key] = (_scalar(loader, value_event) if type(value_event) is ScalarEvent
-                        else _from_events(loader, value_event, get))
+            if type(value_event) is ScalarEvent:
+                value = value_event.value
+                if (value_event.anchor is not None or value_event.tag is not None
+                        or resolve(ScalarNode, value, value_event.implicit) != STR):
+                    value = _scalar(loader, value_event)
+                out[key] = value
+            else:
+                out[key] = _from_events(loader, value_event, get)
     if kind is SequenceStartEvent and event.anchor is None and event.tag is None:
         items = []
+        append = items.append
         while True:
             item = get()
             item_kind = type(item)
             if item_kind is ScalarEvent:
-                items.append(_scalar(loader, item))
+                value = item.value
+                if item.anchor is not None or item.tag is not None or resolve(ScalarNode, value, item.implicit) != STR:
+                    value = _scalar(loader, item)
+                append(value)
             elif item_kind is SequenceEndEvent:
                 return items
             else:
-                items.append(_from_events(loader, item, get))
+                append(_from_events(loader, item, get))
     raise _Fallback
 
 

@@ -99,7 +99,7 @@ def brought_by(template: PodTemplate, policy: PolicySet, pool: PoolSpec | None,
                 if isinstance(name, str) and name not in ours and policy.is_nic_resource(name):
                     devices[f"{name} (container {ref.name})"] = None
         for entry in as_list(ref.body.get("env")):
-            name = as_dict(entry).get("name")
+            name = entry.get("name") if isinstance(entry, dict) else None
             if isinstance(name, str) and is_transport_variable(name):
                 nccl[name] = None
     pool_claim = pool.rdma.claimTemplate if pool is not None and pool.rdma is not None else None

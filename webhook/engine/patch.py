@@ -23,8 +23,16 @@ def _build(rest: Path, value: Any) -> Any:
 
 
 class Patcher:
-    def __init__(self, obj: dict, aliases: list[tuple[Path, Path]] | None = None, record: bool = True):
+    def __init__(self, obj: dict, aliases: list[tuple[Path, Path]] | None = None, record: bool = True,
+                 share: bool = False):
         self.record = record  # False: only apply (a patch replayed onto another document records nothing)
+        # True: a value written is put in the document as it is, not copied, and is not ours (``_owned``), so a
+        # later write under it copies it first, as it copies what it shares with ``obj``: the recorded operation
+        # is never edited either way. For a document that is only read (the first stage's view; what is stored is
+        # ``replay``'s, which copies). What it replaces is kept (``_replaced``): an id in ``_owned`` is never
+        # reused by a value written later, which would then be taken for ours and edited in place.
+        self.share = share
+        self._replaced: list[Any] = []
         self.doc: dict = dict(obj)
         self._owned: set[int] = {id(self.doc)}
         # path -> the container we own at that path; saves walking from the root on every write
@@ -97,7 +105,7 @@ class Patcher:
                     raise TypeError(f"cannot set {pointer(path)}: {pointer(path[:depth])} is not a map")
                 nested = _build(path[depth + 1:], value)
                 self._record("add", path[: depth + 1], nested)
-                cur[part] = _deep_owned(nested, self._owned)
+                cur[part] = nested if self.share else _deep_owned(nested, self._owned)
                 return True
             if not isinstance(nxt, dict | list):
                 raise TypeError(f"cannot set {pointer(path)}: {pointer(path[:depth + 1])} is not a map or list")
@@ -113,18 +121,22 @@ class Patcher:
                 return False
             # RFC 6902 "add" on an existing member replaces it; "replace" states the intent clearly.
             self._record("replace" if existing is not None else "add", path, value)
-            cur[last] = _deep_owned(value, self._owned)
+            cur[last] = value if self.share else _deep_owned(value, self._owned)
             if type(existing) in (dict, list):
                 self._forget(path)
+                if self.share:
+                    self._replaced.append(existing)
             return True
         if isinstance(cur, list) and isinstance(last, int) and last < len(cur):
             if cur[last] == value:
                 return False
             old = cur[last]
             self._record("replace", path, value)
-            cur[last] = _deep_owned(value, self._owned)
+            cur[last] = value if self.share else _deep_owned(value, self._owned)
             if type(old) in (dict, list):
                 self._forget(path)
+                if self.share:
+                    self._replaced.append(old)
             return True
         raise TypeError(f"cannot set {pointer(path)}")
 
@@ -157,7 +169,7 @@ class Patcher:
         parent = self._walk_owned(list_path)
         if self.record:
             self.ops.append({"op": "add", "path": pointer(list_path) + "/-", "value": value})
-        parent.append(_deep_owned(value, self._owned))
+        parent.append(value if self.share else _deep_owned(value, self._owned))
 
     def _walk_owned(self, path: Path) -> Any:
         cur = self._containers.get(path)
@@ -221,24 +233,62 @@ def replay(obj: dict, ops: list[dict]) -> dict:
     Each operation walks the document once, copying the maps and lists on its path that are not yet this
     replay's (``_owned``), and writes in place; only an operation whose path meets a missing parent, a null, a
     scalar or a dict/list subclass goes through ``Patcher.set``/``append``, whose result it is by construction
-    (the same copies, the same comparisons, the same errors). Replayed values are copied (``_deep_owned``), never
-    shared with the patch: a value the patch holds twice (one toleration given to two templates) would otherwise
-    be one object met twice in the document, which YAML writes as an anchor and an alias."""
+    (the same copies, the same comparisons, the same errors). An operation under the parent a fast walk ended on
+    starts there (``walked``: most of a patch appends to or writes into a few containers of each template).
+    Replayed values are copied (``_deep_owned``), never shared with the patch: a value the patch holds twice (one
+    toleration given to two templates) would otherwise be one object met twice in the document, which YAML writes
+    as an anchor and an alias."""
     patcher = Patcher(obj, record=False)
     doc, owned = patcher.doc, patcher._owned
+    # The container each fast walk ended on (the list appended to, or the parent of the member written), by its
+    # tokens: ours, a plain dict or list, and still the one at that path, since nothing is replaced above it but
+    # by a write of a container at or above it (which drops the entries under it) or by a Patcher fallback
+    # (which drops them all). A later operation under the same parent (most of them: several env entries,
+    # tolerations, volumes of one template) starts there instead of walking from the root.
+    walked: dict[tuple[str, ...], Any] = {}
     for op in ops:
         path = op["path"]
         tokens, append = _tokens(path)
         hold = len(tokens) if append else len(tokens) - 1  # the parents, and the list appended to, become ours
+        value = op["value"]
+        held = walked.get(tokens if append else tokens[:-1]) if tokens else None
+        if held is not None:
+            if append:  # the list is ours (it is only cached as one)
+                held.append(_deep_owned(value, owned))
+                continue
+            token = tokens[-1]
+            if type(held) is list:
+                last: str | int = int(token)
+                child = held[last]
+            else:
+                last = token
+                child = held.get(last)
+            if op["op"] == "add" and child is not None:
+                raise UndeclaredWrite(f"the patch adds {path}, which the object already has: the concern that "
+                                      "wrote it must declare reading it (Concern.reads)")
+            if type(held) is dict and last in held and held[last] == value:
+                continue
+            if type(held) is list and held[last] == value:
+                continue
+            if type(child) is dict or type(child) is list:
+                if type(last) is int and (last < 0 or str(last) != token):
+                    walked.clear()  # the entries under it are keyed by its other spelling
+                else:
+                    _drop_under(walked, tokens)
+            held[last] = _deep_owned(value, owned)
+            continue
         parts: list[str | int] = []
         parent: Any = None
         cur: Any = doc
         fast = True  # every container on the path so far a plain dict or list, and ours up to ``hold``
+        named = True  # every list index on the path written as ``pointer`` writes it (no "-1", no "01")
         for depth, token in enumerate(tokens):  # list indices are numbers in a path, keys otherwise
             kind = type(cur)
             if kind is list:
                 part: str | int = int(token)
                 child = cur[part]
+                if named and (part < 0 or str(part) != token):
+                    named = False  # another spelling of an index would be another key of ``walked``
             elif kind is dict:
                 part = token
                 child = cur.get(part)
@@ -255,11 +305,13 @@ def replay(obj: dict, ops: list[dict]) -> dict:
                     fast = False
             parts.append(part)
             parent, cur = cur, child
-        value = op["value"]
         if append:
             if fast and type(cur) is list:
+                if named:
+                    walked[tokens] = cur
                 cur.append(_deep_owned(value, owned))
             else:
+                walked.clear()  # the Patcher's walk may replace containers on the path
                 patcher._containers = {(): doc}  # the walks above cache nothing: start from the root
                 patcher.append(tuple(parts), value)
             continue
@@ -267,13 +319,28 @@ def replay(obj: dict, ops: list[dict]) -> dict:
             raise UndeclaredWrite(f"the patch adds {path}, which the object already has: the concern that wrote it "
                                   "must declare reading it (Concern.reads)")
         if fast and tokens:  # the parent is ours, a dict or a list holding the index (the walk read it)
+            if named:
+                walked[tokens[:-1]] = parent
             last = parts[-1]
             if type(parent) is dict and last in parent and parent[last] == value:
                 continue
             if type(parent) is list and parent[last] == value:
                 continue
+            if type(cur) is dict or type(cur) is list:
+                if named:
+                    _drop_under(walked, tokens)
+                else:
+                    walked.clear()  # the entries under it are keyed by another spelling of its path
             parent[last] = _deep_owned(value, owned)
             continue
+        walked.clear()
         patcher._containers = {(): doc}
         patcher.set(tuple(parts), value)
     return doc
+
+
+def _drop_under(walked: dict[tuple[str, ...], Any], tokens: tuple[str, ...]) -> None:
+    """Forget the walked containers at or under ``tokens``, whose container is being replaced."""
+    n = len(tokens)
+    for key in [k for k in walked if len(k) >= n and k[:n] == tokens]:
+        del walked[key]

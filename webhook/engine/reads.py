@@ -152,21 +152,27 @@ class Projection:
         out = {k: v for k, v in container.items() if k in keys}
         env = out.get("env")
         if type(env) is list:
-            out["env"] = [self._env(e) for e in env]
+            out["env"] = self._env(env)
         return out
 
-    def _env(self, entry: Any) -> Any:
-        if type(entry) is not dict:
-            return entry
-        name = entry.get("name")
-        if type(name) is not str or name in self._env_names or name.startswith(self._env_prefixes):
-            return entry
-        out: dict = {"name": name}
-        if "value" in entry:
-            value = entry["value"]
-            out["value"] = "" if type(value) is str else value
-        if "valueFrom" in entry:
-            out["valueFrom"] = {}
+    def _env(self, env: list) -> list:
+        """The env entries: one whose value no concern reads (``reads.env_values``) keeps its name, with an empty
+        str for a str value and an empty map for ``valueFrom``; any other entry as it is (in one loop, no call per
+        entry: a container holds dozens)."""
+        names, prefixes = self._env_names, self._env_prefixes
+        out = []
+        for entry in env:
+            if type(entry) is dict:
+                name = entry.get("name")
+                if type(name) is str and name not in names and not name.startswith(prefixes):
+                    cut: dict = {"name": name}
+                    if "value" in entry:
+                        value = entry["value"]
+                        cut["value"] = "" if type(value) is str else value
+                    if "valueFrom" in entry:
+                        cut["valueFrom"] = {}
+                    entry = cut
+            out.append(entry)
         return out
 
 
