@@ -243,9 +243,7 @@ def decide_declared(policy: PolicySet, request: Request, cluster: ClusterView | 
     if workload is None:
         return Decision(matched=False, reason=reason, generation=policy.generation)
     adapter = workload.adapter
-    # the document is only read (by the validations); what is stored is ``replay``'s: written values shared
-    patcher = Patcher(obj, adapter.aliases(obj, workload.inherited) if capable(adapter, Aliased) else None,
-                      share=True)
+    patcher = Patcher(obj, adapter.aliases(obj, workload.inherited) if capable(adapter, Aliased) else None)
     ctx = Context(policy, cluster, request, workload, patcher, namespace=namespace or "default", limits=SIZE_LIMITS)
     problems = shape_problems(workload)
     if problems:

@@ -23,16 +23,8 @@ def _build(rest: Path, value: Any) -> Any:
 
 
 class Patcher:
-    def __init__(self, obj: dict, aliases: list[tuple[Path, Path]] | None = None, record: bool = True,
-                 share: bool = False):
+    def __init__(self, obj: dict, aliases: list[tuple[Path, Path]] | None = None, record: bool = True):
         self.record = record  # False: only apply (a patch replayed onto another document records nothing)
-        # True: a value written is put in the document as it is, not copied, and is not ours (``_owned``), so a
-        # later write under it copies it first, as it copies what it shares with ``obj``: the recorded operation
-        # is never edited either way. For a document that is only read (the first stage's view; what is stored is
-        # ``replay``'s, which copies). What it replaces is kept (``_replaced``): an id in ``_owned`` is never
-        # reused by a value written later, which would then be taken for ours and edited in place.
-        self.share = share
-        self._replaced: list[Any] = []
         self.doc: dict = dict(obj)
         self._owned: set[int] = {id(self.doc)}
         # path -> the container we own at that path; saves walking from the root on every write
@@ -105,7 +97,7 @@ class Patcher:
                     raise TypeError(f"cannot set {pointer(path)}: {pointer(path[:depth])} is not a map")
                 nested = _build(path[depth + 1:], value)
                 self._record("add", path[: depth + 1], nested)
-                cur[part] = nested if self.share else _deep_owned(nested, self._owned)
+                cur[part] = _deep_owned(nested, self._owned)
                 return True
             if not isinstance(nxt, dict | list):
                 raise TypeError(f"cannot set {pointer(path)}: {pointer(path[:depth + 1])} is not a map or list")
@@ -121,22 +113,18 @@ class Patcher:
                 return False
             # RFC 6902 "add" on an existing member replaces it; "replace" states the intent clearly.
             self._record("replace" if existing is not None else "add", path, value)
-            cur[last] = value if self.share else _deep_owned(value, self._owned)
+            cur[last] = _deep_owned(value, self._owned)
             if type(existing) in (dict, list):
                 self._forget(path)
-                if self.share:
-                    self._replaced.append(existing)
             return True
         if isinstance(cur, list) and isinstance(last, int) and last < len(cur):
             if cur[last] == value:
                 return False
             old = cur[last]
             self._record("replace", path, value)
-            cur[last] = value if self.share else _deep_owned(value, self._owned)
+            cur[last] = _deep_owned(value, self._owned)
             if type(old) in (dict, list):
                 self._forget(path)
-                if self.share:
-                    self._replaced.append(old)
             return True
         raise TypeError(f"cannot set {pointer(path)}")
 
@@ -169,7 +157,7 @@ class Patcher:
         parent = self._walk_owned(list_path)
         if self.record:
             self.ops.append({"op": "add", "path": pointer(list_path) + "/-", "value": value})
-        parent.append(value if self.share else _deep_owned(value, self._owned))
+        parent.append(_deep_owned(value, self._owned))
 
     def _walk_owned(self, path: Path) -> Any:
         cur = self._containers.get(path)
