@@ -27,6 +27,9 @@ from .request import Request
 from .rule import Resize, RuleId
 from .workloads import ContainerRef, PodTemplate, Workload, resource_count
 
+# a Context's plan until its decision's is made (the whole-object rules read none): frozen, so one serves them all
+NO_PLAN = Plan()
+
 
 @dataclass(eq=False)
 class Context:
@@ -37,7 +40,7 @@ class Context:
     patcher: Patcher
     namespace: str
     resolved: Resolved = field(default_factory=Resolved)
-    plan: Plan = field(default_factory=Plan)
+    plan: Plan = NO_PLAN
     violations: list[Violation] = field(default_factory=list)
     injections: list[Injection] = field(default_factory=list)  # what this decision changed, and why
     companions: list[dict] = field(default_factory=list)  # objects the reconciler creates (PodGroups)
@@ -48,6 +51,7 @@ class Context:
     limits: tuple[Callable[[Context, Workload], Iterable[Limit]], ...] = ()
     _gpu_containers: dict[Path, list[ContainerRef]] = field(default_factory=dict, repr=False)
     _fits: dict[tuple[bool, str], Fit] = field(default_factory=dict, repr=False)
+    _sources: dict[tuple[str, str, Path, str], Source] = field(default_factory=dict, repr=False)
 
     # ---- violations --------------------------------------------------------------------------
     def report(self, rule: RuleId, path: str | Path, message: str, hint: str = "",
@@ -128,10 +132,19 @@ class Context:
 
     # ---- sources -----------------------------------------------------------------------------
     def platform_source(self, *field_: str | int, note: str = "") -> Source:
-        return Source("Platform", self.policy.platform_name, tuple(field_), note)
+        return self._source("Platform", self.policy.platform_name, field_, note)
 
     def pool_source(self, *field_: str | int, note: str = "") -> Source:
-        return Source("Pool", self.resolved.pool_name or "", tuple(field_), note)
+        return self._source("Pool", self.resolved.pool_name or "", field_, note)
+
+    def _source(self, kind: str, name: str, field_: Path, note: str) -> Source:
+        """One Source per setting a decision names (a Source is frozen: the injections share it); a decision's
+        mutations name the same few settings for every env entry, toleration and volume they write."""
+        key = (kind, name, field_, note)
+        found = self._sources.get(key)
+        if found is None:
+            found = self._sources[key] = Source(kind, name, field_, note)
+        return found
 
     # ---- views of the working copy -----------------------------------------------------------
     @property
