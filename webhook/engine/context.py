@@ -15,7 +15,7 @@ from ..grammars.lazydataclass import dataclass
 from ..policy import PolicySet
 from ..policy.vocab import Action
 from .clusterview import ClusterView
-from .decision import FieldFix, Injection, Source, Violation
+from .decision import FieldFix, Injection, Source, Violation, shared_source
 from .dra import listed_claims
 from .fit import Fit, Limit, largest
 from .intent import Resolved
@@ -51,7 +51,6 @@ class Context:
     limits: tuple[Callable[[Context, Workload], Iterable[Limit]], ...] = ()
     _gpu_containers: dict[Path, list[ContainerRef]] = field(default_factory=dict, repr=False)
     _fits: dict[tuple[bool, str], Fit] = field(default_factory=dict, repr=False)
-    _sources: dict[tuple[str, str, Path, str], Source] = field(default_factory=dict, repr=False)
 
     # ---- violations --------------------------------------------------------------------------
     def report(self, rule: RuleId, path: str | Path, message: str, hint: str = "",
@@ -132,19 +131,10 @@ class Context:
 
     # ---- sources -----------------------------------------------------------------------------
     def platform_source(self, *field_: str | int, note: str = "") -> Source:
-        return self._source("Platform", self.policy.platform_name, field_, note)
+        return shared_source("Platform", self.policy.platform_name, field_, note)
 
     def pool_source(self, *field_: str | int, note: str = "") -> Source:
-        return self._source("Pool", self.resolved.pool_name or "", field_, note)
-
-    def _source(self, kind: str, name: str, field_: Path, note: str) -> Source:
-        """One Source per setting a decision names (a Source is frozen: the injections share it); a decision's
-        mutations name the same few settings for every env entry, toleration and volume they write."""
-        key = (kind, name, field_, note)
-        found = self._sources.get(key)
-        if found is None:
-            found = self._sources[key] = Source(kind, name, field_, note)
-        return found
+        return shared_source("Pool", self.resolved.pool_name or "", field_, note)
 
     # ---- views of the working copy -----------------------------------------------------------
     @property
