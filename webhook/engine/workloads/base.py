@@ -428,8 +428,12 @@ class Adapter:
         return sum(t.pods for t in templates if t.in_gang)
 
     def gang(self, backend: str) -> Gang:
-        """How this kind joins the backend ``backend`` (an id of BACKEND_IDS)."""
-        return self.gangs.get(backend, Gang(GangMethod.unsupported, reason=f"{self.kind} has no {backend} integration"))
+        """How this kind joins the backend ``backend`` (an id of BACKEND_IDS). The answer for a backend the kind has
+        no integration with is built only then (every plan asks, so no default is built for nothing)."""
+        found = self.gangs.get(backend)
+        if found is not None:
+            return found
+        return Gang(GangMethod.unsupported, reason=f"{self.kind} has no {backend} integration")
 
     def backend_id(self, backend: str, native_mode: str) -> str:
         """The id of the gang this kind joins when the policy's backend is ``backend``: native in the
