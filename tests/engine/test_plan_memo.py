@@ -6,7 +6,68 @@ function itself, so a memo keyed on too little (the policy alone, the first coun
 
 from __future__ import annotations
 
+import pytest
+from support.paths import POLICIES
+from support.policies import write_policy
+
+from trainadmit.engine import load_policy
+from trainadmit.engine.clusterview import Discovered
+from trainadmit.engine.plan import _TARGETS_KEPT, plan_target
+from trainadmit.engine.target import choose
 from trainadmit.engine.workloads import GangMethod, JobAdapter
+
+
+class _View:
+    """A cluster view that shows ``found`` as its discovery (all ``plan_target`` asks of one)."""
+
+    def __init__(self, found: Discovered | None):
+        self.found = found
+
+    def discovered(self) -> Discovered | None:
+        return self.found
+
+
+PLAIN = Discovered((1, 36), "v1.36.2", frozenset({"v1", "batch/v1"}))
+WORKLOAD_API = Discovered((1, 36), "v1.36.2", frozenset({"v1", "batch/v1", "scheduling.k8s.io/v1alpha2"}))
+VOLCANO = Discovered((1, 35), "v1.35.1", frozenset({"v1", "batch/v1", "scheduling.volcano.sh/v1beta1"}))
+
+
+@pytest.fixture(scope="module")
+def bundled():
+    return load_policy(POLICIES)
+
+
+def test_the_target_follows_the_discovery_it_is_chosen_for(bundled):
+    seen = []
+    for found in (None, PLAIN, WORKLOAD_API, VOLCANO, PLAIN, None, VOLCANO):
+        target = plan_target(bundled, _View(found))
+        assert target == choose(bundled.platform, found)
+        seen.append((target.version, target.backend_name, target.discovered))
+    assert len(set(seen)) == 4  # none, plain, the Workload API and Volcano each choose differently
+    assert seen[1] == seen[4] and seen[0] == seen[5] and seen[3] == seen[6]
+
+
+def test_the_target_follows_the_policy_it_is_chosen_for(bundled, tmp_path):
+    volcano = load_policy(write_policy(tmp_path / "volcano", {"gang": {"backend": "volcano"}}))
+    for policy in (bundled, volcano, bundled, volcano):
+        for found in (None, WORKLOAD_API):
+            assert plan_target(policy, _View(found)) == choose(policy.platform, found)
+    assert plan_target(volcano, _View(None)).backend_name == "volcano"
+    assert plan_target(bundled, _View(None)).backend_name != "volcano"
+
+
+def test_an_equal_discovery_in_another_object_is_chosen_for_again_and_agrees(bundled):
+    again = Discovered(PLAIN.version, PLAIN.git_version, frozenset(PLAIN.api_versions))
+    assert plan_target(bundled, _View(again)) == plan_target(bundled, _View(PLAIN))
+
+
+def test_many_views_keep_a_bounded_memo_and_every_answer(bundled):
+    from trainadmit.engine import plan
+
+    views = [Discovered((1, 30 + i), "", frozenset({"v1"})) for i in range(3 * _TARGETS_KEPT)]
+    for found in views:
+        assert plan_target(bundled, _View(found)) == choose(bundled.platform, found)
+    assert len(plan._TARGETS) <= _TARGETS_KEPT
 
 
 def test_a_jobs_template_counts_its_own_parallelism():

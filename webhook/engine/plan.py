@@ -254,10 +254,28 @@ def present_gangs(workload: Workload) -> dict[str, str]:
     return found
 
 
+# (id of the platform, id of the discovery) -> (the platform, the discovery, their target): ``choose`` is a function of
+# the two, both immutable (a frozen policy model or cached record, a frozen ``Discovered``), so one policy on one
+# cluster view gets one target, chosen once rather than per decision. The entry holds both objects, so their ids cannot
+# be reused while it stands, and the identity check makes an equal id of another object a miss. A few entries: a
+# server has one policy generation and one view at a time (a reload or a rediscovery is a new object: a miss).
+_TARGETS: dict[tuple[int, int], tuple[object, object, Target]] = {}
+_TARGETS_KEPT = 8
+
+
 def plan_target(policy: PolicySet, cluster: ClusterView) -> Target:
     """The cluster the decision is for: what ``auto`` chose from the cluster's discovery (or assumed without it),
     what the policy set explicitly, and what of that the cluster cannot honour."""
-    return choose(policy.platform, cluster.discovered())
+    platform, discovered = policy.platform, cluster.discovered()
+    key = (id(platform), id(discovered))
+    found = _TARGETS.get(key)
+    if found is not None and found[0] is platform and found[1] is discovered:
+        return found[2]
+    target = choose(platform, discovered)
+    if len(_TARGETS) >= _TARGETS_KEPT:
+        _TARGETS.clear()
+    _TARGETS[key] = (platform, discovered, target)
+    return target
 
 
 def plan_gang(workload: Workload, resolved: Resolved, target: Target) -> GangPlan:
