@@ -12,9 +12,9 @@ from support.policies import write_policy
 
 from trainadmit.engine import load_policy
 from trainadmit.engine.clusterview import Discovered
-from trainadmit.engine.plan import _TARGETS_KEPT, plan_target
+from trainadmit.engine.plan import _TARGETS_KEPT, plan_target, present_gangs
 from trainadmit.engine.target import choose
-from trainadmit.engine.workloads import GangMethod, JobAdapter
+from trainadmit.engine.workloads import GangMethod, JobAdapter, Workload
 
 
 class _View:
@@ -83,3 +83,23 @@ def test_a_backend_the_kind_lacks_is_unsupported_and_named():
     gang = JobAdapter().gang("no-such-backend")
     assert gang.method is GangMethod.unsupported and "no-such-backend" in gang.reason
     assert JobAdapter().gang("kueue").method is GangMethod.kueue
+
+
+def test_a_jobs_own_gang_field_is_seen_as_present():
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "a"},
+           "spec": {"template": {"spec": {"containers": []}}}}
+    assert present_gangs(Workload(job, JobAdapter())) == {}
+    job["spec"]["scheduling"] = {"schedulingPolicy": {"gang": {"minCount": 2}}}
+    assert present_gangs(Workload(job, JobAdapter())) == {"native/job-scheduling": "spec.scheduling"}
+
+
+def test_the_transport_prefilter_lets_every_transport_variable_through():
+    from trainadmit.engine.network import TRANSPORT_START, common_start
+    from trainadmit.grammars.nccl import TRANSPORT_PREFIXES, TRANSPORT_VARS, is_transport_variable
+
+    assert TRANSPORT_START == "NCCL_"
+    assert all(name.startswith(TRANSPORT_START) for name in (*TRANSPORT_PREFIXES, *TRANSPORT_VARS))
+    assert common_start(["NCCL_IB_", "NCCL_NET", "NCCL_IBEXT"]) == "NCCL_" and common_start([]) == ""
+    assert common_start(["abc", "abd", "ab"]) == "ab" and common_start(["x", "y"]) == ""
+    for name in ("NCCL_IB_HCA", "NCCL_NET_PLUGIN", "NCCL_CROSS_NIC", "NCCL_DEBUG", "XNCCL_IB_HCA", "nccl_ib_hca"):
+        assert (name.startswith(TRANSPORT_START) and is_transport_variable(name)) is is_transport_variable(name)
