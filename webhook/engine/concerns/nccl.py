@@ -9,6 +9,8 @@ pool's NICs, not the ones it brought; the others (``NCCL_DEBUG``…) it still ge
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from ...grammars.nccl import DEBUGGING_VARS, check_nccl_value, is_transport_variable
 from ...policy.vocab import Action, Enforceable
 from ..concern import Concern
@@ -35,16 +37,25 @@ def mutate(ctx: Context) -> None:
         _inject(ctx, others if ctx.plan.own_network(template) else everything, template)
 
 
+@lru_cache(maxsize=1024)
+def _source(pool: str, name: str) -> Source:
+    """``Context.pool_source("spec", "nccl", "env", name)`` of the pool named ``pool``: a Source is frozen and a
+    function of the two names, so each pool's few variables share one across containers and decisions."""
+    return Source("Pool", pool, ("spec", "nccl", "env", name))
+
+
 def _inject(ctx: Context, wanted: dict[str, str], template: PodTemplate) -> None:
+    pool = ctx.resolved.pool_name or ""
     for ref in ctx.gpu_containers(template):
         env_path = (*template.container_path(ref), "env")
         env = ctx.patcher.get(env_path) or []
-        index = {e.get("name"): i for i, e in enumerate(env) if isinstance(e, dict)}
+        # the last entry of each wanted name (the user's value the container ends up with); others are not looked up
+        index = {name: i for i, e in enumerate(env) if isinstance(e, dict) and (name := e.get("name")) in wanted}
         missing: list[tuple[object, Source]] = []
         for name, value in wanted.items():
             found = index.get(name)
             if found is None:
-                missing.append(({"name": name, "value": value}, ctx.pool_source("spec", "nccl", "env", name)))
+                missing.append(({"name": name, "value": value}, _source(pool, name)))
                 continue
             entry = env[found]
             if entry.get("value") == value and "valueFrom" not in entry:
@@ -69,8 +80,11 @@ def _check(ctx: Context, pool_env: dict[str, str], template: PodTemplate) -> Non
         for i, entry in enumerate(env):
             if not isinstance(entry, dict):
                 continue
-            name, value = entry.get("name"), entry.get("value")
-            if not isinstance(name, str) or not name.startswith("NCCL_") or not isinstance(value, str):
+            name = entry.get("name")
+            if not isinstance(name, str) or not name.startswith("NCCL_"):
+                continue
+            value = entry.get("value")
+            if not isinstance(value, str):
                 continue
             if pool_env.get(name) == value:
                 continue  # the pool's own values were checked when the policy loaded
