@@ -1,0 +1,73 @@
+"""The shortcuts the concerns take on every decision (shared Sources, one pass over an env list, a memo of a memory
+limit's half) give what the long way gives: each test compares with the long way written out here."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+
+import pytest
+
+from trainadmit.engine.concerns import nccl, preflight, storage, topology
+from trainadmit.engine.decision import Source
+
+
+def _long_env_value(container: dict, name: str) -> str | None:
+    for entry in container.get("env") or []:
+        if isinstance(entry, dict) and entry.get("name") == name and "valueFrom" not in entry:
+            value = entry.get("value")
+            return value if isinstance(value, str) else None
+    return None
+
+
+@pytest.mark.parametrize("env", [
+    [],
+    [{"name": "NCCL_IB_HCA", "value": "mlx5_0"}],
+    [{"name": "NCCL_IB_HCA", "valueFrom": {"fieldRef": {}}}, {"name": "NCCL_IB_HCA", "value": "mlx5_1"}],
+    [{"name": "NCCL_IB_HCA", "value": 3}, {"name": "NCCL_IB_HCA", "value": "mlx5_1"}],  # the first decides: None
+    [{"name": "NCCL_SOCKET_IFNAME", "value": "eth0"}, "junk", {"name": ["x"]},
+     {"name": "NCCL_IB_HCA", "value": "a"}, {"name": "NCCL_IB_HCA", "value": "b"}],
+    [{"name": "OTHER", "value": "x"}, {"value": "no name"}],
+])
+def test_one_pass_over_the_env_reads_what_each_look_up_reads(env):
+    container = {"env": env}
+    names = ("NCCL_IB_HCA", "NCCL_SOCKET_IFNAME")
+    assert preflight._env_values(container, names) == {n: _long_env_value(container, n) for n in names}
+
+
+def test_an_env_list_that_is_no_list_has_no_values():
+    assert preflight._env_values({"env": "x"}, ("A",)) == {"A": None}
+    assert preflight._env_values({}, ("A", "B")) == {"A": None, "B": None}
+
+
+@pytest.mark.parametrize("limit", ["160Gi", "2Gi", "129Mi", "1000000001", "3.5Gi", "100M", "1E9"])
+def test_the_remembered_half_of_a_memory_limit_is_the_half(limit):
+    from trainadmit.grammars.quantity import format_bytes, parse_quantity
+
+    value = parse_quantity(limit)
+    expected = (value / 2 // storage.MIB) * storage.MIB
+    for _ in range(2):
+        assert storage._half(value) == expected and format_bytes(storage._half(value)) == format_bytes(expected)
+    assert storage._half(Decimal(4 * storage.MIB)) == 2 * storage.MIB  # another limit: another answer
+
+
+def test_the_shared_sources_are_the_contexts_own():
+    class _Ctx:  # what Context.pool_source / platform_source read
+        class resolved:
+            pool_name = "h100-ib"
+
+        class policy:
+            platform_name = "default"
+
+    from trainadmit.engine.context import Context
+
+    assert nccl._source("h100-ib", "NCCL_IB_HCA") == Context.pool_source(_Ctx, "spec", "nccl", "env", "NCCL_IB_HCA")
+    assert nccl._source("a100", "NCCL_IB_HCA") != nccl._source("h100-ib", "NCCL_IB_HCA")
+    assert storage._size_source("default") == Context.platform_source(_Ctx, "spec", "shm", "sizeLimit")
+    assert storage._size_source("other") == Source("Platform", "other", ("spec", "shm", "sizeLimit"))
+
+
+def test_the_compact_encoder_writes_what_json_dumps_writes():
+    value = {"gang": "ns/a", "size": 4, "key": "topology.kubernetes.io/zone", "level": None,
+             "pool": {"a": "é", "b": "x\"y"}}
+    assert topology._COMPACT.encode(value) == json.dumps(value, separators=(",", ":"))
