@@ -71,3 +71,26 @@ def test_the_compact_encoder_writes_what_json_dumps_writes():
     value = {"gang": "ns/a", "size": 4, "key": "topology.kubernetes.io/zone", "level": None,
              "pool": {"a": "é", "b": "x\"y"}}
     assert topology._COMPACT.encode(value) == json.dumps(value, separators=(",", ":"))
+
+
+def _long_env_named(env: object, prefix: str) -> list:
+    if not isinstance(env, list):
+        return []
+    return [(i, e, e.get("name")) for i, e in enumerate(env)
+            if isinstance(e, dict) and isinstance(e.get("name"), str) and e.get("name").startswith(prefix)]
+
+
+@pytest.mark.parametrize("env", [
+    None, "x", [], [{"name": "A"}],
+    [{"name": f"TRAIN_{i}", "value": "1"} for i in range(30)],
+    [{"name": "TRAIN", "value": "1"}, {"name": "NCCL_DEBUG", "value": "INFO"}, {"name": "XNCCL_A"},
+     {"name": "NCCL_IB_HCA", "value": "mlx5"}],
+    [{"name": "A"}, "junk", {"name": "NCCL_A"}],  # an entry that is no map
+    [{"name": 3}, {"value": "no name"}, {"name": "NCCL_B"}, {"name": None}],  # names that are no strings
+    [{"name": "HAS_NCCL_INSIDE"}, {"name": "NCCL"}],  # the prefix inside a name, not at its start
+])
+@pytest.mark.parametrize("prefix", ["NCCL_", "", "TRAIN_"])
+def test_env_named_finds_what_a_scan_of_every_entry_finds(env, prefix):
+    from trainadmit.engine.workloads import env_named
+
+    assert env_named(env, prefix) == _long_env_named(env, prefix)

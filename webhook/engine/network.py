@@ -28,7 +28,7 @@ from .clusterview import ClusterView, Presence
 from .demand import claim_kind
 from .dra import TEMPLATE_NAME, claim_spec, device_classes, pod_claims
 from .paths import as_dict, as_list
-from .workloads import PodTemplate
+from .workloads import PodTemplate, env_named
 
 if TYPE_CHECKING:  # types only: the engine runs on cached policy records too (policy.cache)
     from ..policy.models import PoolSpec
@@ -121,9 +121,8 @@ def brought_by(template: PodTemplate, policy: PolicySet, pool: PoolSpec | None,
                     found = nic[name] = policy.is_nic_resource(name)
                 if found:
                     devices[f"{name} (container {ref.name})"] = None
-        for entry in as_list(ref.body.get("env")):
-            name = entry.get("name") if isinstance(entry, dict) else None
-            if isinstance(name, str) and name.startswith(start) and is_transport_variable(name):
+        for _, _, name in env_named(ref.body.get("env"), start):
+            if is_transport_variable(name):
                 nccl[name] = None
     pool_claim = pool.rdma.claimTemplate if pool is not None and pool.rdma is not None else None
     claims = []

@@ -18,7 +18,7 @@ from ..context import Context
 from ..decision import Source
 from ..reads import Reads
 from ..rule import rule
-from ..workloads import PodTemplate, Workload
+from ..workloads import PodTemplate, Workload, env_named
 from .enforced import conflict
 
 SYNTAX = rule("nccl.syntax", Action.deny, "an NCCL value outside NCCL's documented grammar")
@@ -74,15 +74,7 @@ def validate(ctx: Context, view: Workload) -> None:
 
 def _check(ctx: Context, pool_env: dict[str, str], template: PodTemplate) -> None:
     for ref in template.all_containers:
-        env = ref.body.get("env")
-        if not isinstance(env, list):
-            continue
-        for i, entry in enumerate(env):
-            if not isinstance(entry, dict):
-                continue
-            name = entry.get("name")
-            if not isinstance(name, str) or not name.startswith("NCCL_"):
-                continue
+        for i, entry, name in env_named(ref.body.get("env"), "NCCL_"):
             value = entry.get("value")
             if not isinstance(value, str):
                 continue
