@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import pytest
 
-from trainadmit.engine.concerns import nccl, preflight, storage, topology
+from trainadmit.engine.concerns import nccl, placement, preflight, rdma, storage, topology
 from trainadmit.engine.decision import Source
 
 
@@ -63,6 +63,11 @@ def test_the_shared_sources_are_the_contexts_own():
 
     assert nccl._source("h100-ib", "NCCL_IB_HCA") == Context.pool_source(_Ctx, "spec", "nccl", "env", "NCCL_IB_HCA")
     assert nccl._source("a100", "NCCL_IB_HCA") != nccl._source("h100-ib", "NCCL_IB_HCA")
+    for field_ in (("spec", "nodeSelector"), ("spec", "tolerations", 0), ("spec", "tolerations", 1)):
+        assert placement._source("h100-ib", *field_) == Context.pool_source(_Ctx, *field_)
+    assert placement._source("h100-ib", "spec", "tolerations", 0) != placement._source("h100-ib", "spec", "tolerations", 1)
+    for field_ in (("spec", "rdma", "resources", "rdma/ib"), ("spec", "rdma", "ipcLock"), ("spec", "rdma", "networks")):
+        assert rdma._source("h100-ib", *field_) == Context.pool_source(_Ctx, *field_)
     assert storage._size_source("default") == Context.platform_source(_Ctx, "spec", "shm", "sizeLimit")
     assert storage._size_source("other") == Source("Platform", "other", ("spec", "shm", "sizeLimit"))
 
@@ -94,3 +99,41 @@ def test_env_named_finds_what_a_scan_of_every_entry_finds(env, prefix):
     from trainadmit.engine.workloads import env_named
 
     assert env_named(env, prefix) == _long_env_named(env, prefix)
+
+
+@pytest.fixture(scope="module")
+def bundled():
+    from support.paths import POLICIES
+
+    from trainadmit.engine import load_policy
+
+    return load_policy(POLICIES)
+
+
+def _selector_ops(policy, extra_spec=None) -> tuple[list[dict], list[str], list]:
+    from support.builders import job
+
+    from trainadmit.engine import Request, decide
+
+    obj = job(labels={"trainadmit.io/pool": "h100-ib"}, extra_spec=extra_spec)
+    decision = decide(policy, Request(obj, namespace="team-nlp"))
+    ops = [op for op in decision.patch if "/spec/nodeSelector" in op["path"]]
+    injected = [i.path for i in decision.injections if "/spec/nodeSelector" in i.path]
+    return ops, injected, [v.rule for v in decision.violations if v.rule.startswith("placement")]
+
+
+def test_a_template_without_a_selector_gets_the_pools_in_one_operation(bundled):
+    ops, injected, _ = _selector_ops(bundled)
+    assert ops == [{"op": "add", "path": "/spec/template/spec/nodeSelector",
+                    "value": dict(bundled.pools["h100-ib"].nodeSelector)}]
+    assert injected == ["/spec/template/spec/nodeSelector"]
+
+
+def test_a_template_with_part_of_the_selector_gets_each_missing_key(bundled):
+    ops, injected, rules = _selector_ops(bundled, {"nodeSelector": {"trainadmit.io/pool": "h100-ib"}})
+    assert ops == [{"op": "add", "path": "/spec/template/spec/nodeSelector/nvidia.com~1gpu.product",
+                    "value": "NVIDIA-H100-80GB-HBM3"}]
+    assert injected == ["/spec/template/spec/nodeSelector/nvidia.com~1gpu.product"] and rules == []
+    ops, _, rules = _selector_ops(bundled, {"nodeSelector": {"nvidia.com/gpu.product": "A100"}})
+    assert [op["path"] for op in ops] == ["/spec/template/spec/nodeSelector/trainadmit.io~1pool"]
+    assert rules == ["placement.contradiction"]
