@@ -103,3 +103,28 @@ def test_the_transport_prefilter_lets_every_transport_variable_through():
     assert common_start(["abc", "abd", "ab"]) == "ab" and common_start(["x", "y"]) == ""
     for name in ("NCCL_IB_HCA", "NCCL_NET_PLUGIN", "NCCL_CROSS_NIC", "NCCL_DEBUG", "XNCCL_IB_HCA", "nccl_ib_hca"):
         assert (name.startswith(TRANSPORT_START) and is_transport_variable(name)) is is_transport_variable(name)
+
+
+def test_a_views_identity_is_that_of_its_own_state():
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"generateName": "run-", "namespace": "a"},
+           "spec": {"template": {"spec": {"containers": []}}}}
+    view = Workload(job, JobAdapter())
+    assert (view.name, view.generate_name, view.namespace) == (None, "run-", "a")
+    named = view.with_object({**job, "metadata": {"name": "run-x1", "namespace": "b"}})
+    assert (named.name, named.generate_name, named.namespace) == ("run-x1", None, "b")
+    assert (view.name, view.generate_name, view.namespace) == (None, "run-", "a")  # the first state keeps its own
+
+
+def test_gpu_pods_counts_every_gpu_template():
+    from trainadmit.engine.intent import Resolved
+
+    class _T:
+        def __init__(self, pods: int):
+            self.pods = pods
+
+    assert Resolved().gpu_pods == 0
+    assert Resolved(gpu_templates=[(_T(3), 8)]).gpu_pods == 3
+    assert Resolved(gpu_templates=[(_T(3), 8), (_T(4), 2)]).gpu_pods == 7
+    resolved = Resolved(gpu_templates=[(_T(3), 8)])
+    resolved.gpu_templates.append((_T(5), 1))  # resolve appends as it counts: nothing is remembered
+    assert resolved.gpu_pods == 8

@@ -617,12 +617,13 @@ class Workload:
     def meta(self) -> dict:
         return as_dict(self.obj.get("metadata"))
 
-    @property
+    # the view's identity is read by many concerns: cached, as the view describes one state of the object
+    @cached_property
     def name(self) -> str | None:
         name = self.meta.get("name")
         return name if isinstance(name, str) and name else None
 
-    @property
+    @cached_property
     def generate_name(self) -> str | None:
         name = self.meta.get("generateName")
         return name if isinstance(name, str) and name else None
@@ -631,7 +632,7 @@ class Workload:
     def display_name(self) -> str:
         return self.name or (f"{self.generate_name}<generated>" if self.generate_name else "<unnamed>")
 
-    @property
+    @cached_property
     def namespace(self) -> str | None:
         ns = self.meta.get("namespace")
         return ns if isinstance(ns, str) and ns else None
