@@ -128,3 +128,27 @@ def test_gpu_pods_counts_every_gpu_template():
     resolved = Resolved(gpu_templates=[(_T(3), 8)])
     resolved.gpu_templates.append((_T(5), 1))  # resolve appends as it counts: nothing is remembered
     assert resolved.gpu_pods == 8
+
+
+def test_every_kinds_own_count_fields_are_its_counts_then_its_gang_sizes():
+    from trainadmit.engine.workloads import ADAPTERS
+    from trainadmit.engine.workloads.base import _kind_counts
+
+    for adapter in ADAPTERS:
+        found = dict.fromkeys(adapter.counts)
+        for gang in adapter.gangs.values():
+            size = gang.size_path
+            if size is not None and not (len(size) >= 2 and size[-2] in ("labels", "annotations")):
+                found[size] = None
+        assert list(_kind_counts(adapter)) == list(found), adapter.kind
+    fields = JobAdapter().count_fields({"spec": {"parallelism": 2}})
+    assert fields == [("spec", "parallelism"), ("spec", "completions"),
+                      ("spec", "scheduling", "schedulingPolicy", "gang", "minCount")]
+
+
+def test_gpus_per_pod_is_the_largest_templates():
+    from trainadmit.engine.intent import Resolved
+
+    assert Resolved().gpus_per_pod == 0
+    assert Resolved(gpu_templates=[(None, 8)]).gpus_per_pod == 8
+    assert Resolved(gpu_templates=[(None, 2), (None, 8), (None, 4)]).gpus_per_pod == 8

@@ -77,8 +77,11 @@ class Resolved:
 
     @property
     def gpus_per_pod(self) -> int:
-        """Of the GPU templates (the largest, when they differ)."""
-        return max((gpus for _, gpus in self.gpu_templates), default=0)
+        """Of the GPU templates (the largest, when they differ); of one, its own without a generator."""
+        templates = self.gpu_templates
+        if len(templates) == 1:
+            return templates[0][1]
+        return max((gpus for _, gpus in templates), default=0)
 
     @property
     def gpu_pods(self) -> int:

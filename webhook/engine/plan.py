@@ -394,6 +394,8 @@ def own_topology(workload: Workload, node_label: str, policy: PolicySet) -> str:
             KAI_TOPOLOGY: policy.platform.gang.kaiTopology}
     places = [(None, workload.annotations)] + [(t, as_dict(t.pod_meta.get("annotations"))) for t in workload.templates]
     for template, found in places:
+        if not found:  # no annotations here (most templates): no request
+            continue
         for key in TOPOLOGY_REQUESTS:
             if key in found and found[key] != ours.get(key):
                 where = field_path(template.meta_path) if template is not None else "metadata"

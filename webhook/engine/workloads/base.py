@@ -384,11 +384,7 @@ class Adapter:
         for spec in self.templates(obj):
             if spec.scale is not None:
                 found.update(dict.fromkeys(spec.scale.all))
-        found.update(dict.fromkeys(self.counts))
-        for gang in self.gangs.values():
-            size = gang.size_path
-            if size is not None and not (len(size) >= 2 and size[-2] in ("labels", "annotations")):
-                found[size] = None
+        found.update(_kind_counts(self))
         return list(found)
 
     def counts_with(self, obj: dict, values: dict[Path, int]) -> dict[Path, int]:
@@ -443,6 +439,19 @@ class Adapter:
             return backend
         wanted = f"native/{native_mode}"
         return wanted if wanted in self.gangs else NATIVE_POD_GROUP
+
+
+@lru_cache(maxsize=64)
+def _kind_counts(adapter: Adapter) -> dict[Path, None]:
+    """The count fields of a kind that do not depend on the object: its own ``counts``, then the gang sizes its
+    operators read in a spec field (not an annotation), in the gang table's order. Adapters are one object per
+    kind and both are the class's, so they are read once; callers only read the dict."""
+    found: dict[Path, None] = dict.fromkeys(adapter.counts)
+    for gang in adapter.gangs.values():
+        size = gang.size_path
+        if size is not None and not (len(size) >= 2 and size[-2] in ("labels", "annotations")):
+            found[size] = None
+    return found
 
 
 # ---- optional capabilities ---------------------------------------------------------------------------
