@@ -9,6 +9,8 @@ pool's NICs, not the ones it brought; the others (``NCCL_DEBUG``…) it still ge
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from ...grammars.nccl import DEBUGGING_VARS, check_nccl_value, is_transport_variable
 from ...policy.vocab import Action, Enforceable
 from ..concern import Concern
@@ -16,7 +18,7 @@ from ..context import Context
 from ..decision import Source
 from ..reads import Reads
 from ..rule import rule
-from ..workloads import PodTemplate, Workload
+from ..workloads import PodTemplate, Workload, env_named
 from .enforced import conflict
 
 SYNTAX = rule("nccl.syntax", Action.deny, "an NCCL value outside NCCL's documented grammar")
@@ -35,16 +37,25 @@ def mutate(ctx: Context) -> None:
         _inject(ctx, others if ctx.plan.own_network(template) else everything, template)
 
 
+@lru_cache(maxsize=1024)
+def _source(pool: str, name: str) -> Source:
+    """``Context.pool_source("spec", "nccl", "env", name)`` of the pool named ``pool``: a Source is frozen and a
+    function of the two names, so each pool's few variables share one across containers and decisions."""
+    return Source("Pool", pool, ("spec", "nccl", "env", name))
+
+
 def _inject(ctx: Context, wanted: dict[str, str], template: PodTemplate) -> None:
+    pool = ctx.resolved.pool_name or ""
     for ref in ctx.gpu_containers(template):
         env_path = (*template.container_path(ref), "env")
         env = ctx.patcher.get(env_path) or []
-        index = {e.get("name"): i for i, e in enumerate(env) if isinstance(e, dict)}
+        # the last entry of each wanted name (the user's value the container ends up with); others are not looked up
+        index = {name: i for i, e in enumerate(env) if isinstance(e, dict) and (name := e.get("name")) in wanted}
         missing: list[tuple[object, Source]] = []
         for name, value in wanted.items():
             found = index.get(name)
             if found is None:
-                missing.append(({"name": name, "value": value}, ctx.pool_source("spec", "nccl", "env", name)))
+                missing.append(({"name": name, "value": value}, _source(pool, name)))
                 continue
             entry = env[found]
             if entry.get("value") == value and "valueFrom" not in entry:
@@ -63,14 +74,9 @@ def validate(ctx: Context, view: Workload) -> None:
 
 def _check(ctx: Context, pool_env: dict[str, str], template: PodTemplate) -> None:
     for ref in template.all_containers:
-        env = ref.body.get("env")
-        if not isinstance(env, list):
-            continue
-        for i, entry in enumerate(env):
-            if not isinstance(entry, dict):
-                continue
-            name, value = entry.get("name"), entry.get("value")
-            if not isinstance(name, str) or not name.startswith("NCCL_") or not isinstance(value, str):
+        for i, entry, name in env_named(ref.body.get("env"), "NCCL_"):
+            value = entry.get("value")
+            if not isinstance(value, str):
                 continue
             if pool_env.get(name) == value:
                 continue  # the pool's own values were checked when the policy loaded

@@ -11,11 +11,14 @@ without an RDMA fabric are refused: no node of the pool could ever satisfy them.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from ...grammars.nccl import is_transport_variable
 from ...grammars.quantity import as_count
 from ...policy.vocab import Action, Enforceable
 from ..concern import Concern
 from ..context import Context
+from ..decision import Source
 from ..network import MULTUS_NETWORKS, POOL_NIC_CLAIM, Brought
 from ..paths import as_dict, as_list
 from ..reads import Reads
@@ -57,14 +60,22 @@ def _kept(ctx: Context, brought: Brought) -> None:
 NIC_CLAIM = POOL_NIC_CLAIM
 
 
+@lru_cache(maxsize=1024)
+def _source(pool: str, *field_: str) -> Source:
+    """``Context.pool_source(*field_)`` of the pool named ``pool``: a Source is frozen and a function of the names, so
+    one is shared across containers and decisions."""
+    return Source("Pool", pool, field_)
+
+
 def _inject(ctx: Context, rdma, template: PodTemplate) -> None:
     containers = ctx.gpu_containers(template)
+    name = ctx.resolved.pool_name or ""
     if rdma.claimTemplate and containers:
         _nic_claim(ctx, rdma.claimTemplate, template, containers)
     for ref in containers:
         base = template.container_path(ref)
         for resource, count in rdma.resources.items():
-            source = ctx.pool_source("spec", "rdma", "resources", resource)
+            source = _source(name, "spec", "rdma", "resources", resource)
             for section in ("limits", "requests"):
                 path = (*base, "resources", section, resource)
                 current = ctx.patcher.get(path)
@@ -77,13 +88,13 @@ def _inject(ctx: Context, rdma, template: PodTemplate) -> None:
             if "IPC_LOCK" in (ctx.patcher.get(caps_path) or []):
                 ctx.satisfied("rdma")
             else:
-                ctx.inject_extend(caps_path, [("IPC_LOCK", ctx.pool_source("spec", "rdma", "ipcLock"))], "rdma")
+                ctx.inject_extend(caps_path, [("IPC_LOCK", _source(name, "spec", "rdma", "ipcLock"))], "rdma")
     if rdma.networks and containers:
         wanted = ",".join(rdma.networks)
         path = (*template.meta_path, "annotations", MULTUS_NETWORKS)
         current = ctx.patcher.get(path)
         if current is None or current == wanted:
-            ctx.inject(path, wanted, "rdma", ctx.pool_source("spec", "rdma", "networks"))
+            ctx.inject(path, wanted, "rdma", _source(name, "spec", "rdma", "networks"))
         else:
             conflict(ctx, Enforceable.rdmaNetworks, path, current, wanted)
 
