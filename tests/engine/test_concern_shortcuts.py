@@ -8,8 +8,7 @@ from decimal import Decimal
 
 import pytest
 
-from trainadmit.engine.concerns import nccl, placement, preflight, rdma, storage, topology
-from trainadmit.engine.decision import Source
+from trainadmit.engine.concerns import preflight, storage, topology
 
 
 def _long_env_value(container: dict, name: str) -> str | None:
@@ -49,27 +48,6 @@ def test_the_remembered_half_of_a_memory_limit_is_the_half(limit):
     for _ in range(2):
         assert storage._half(value) == expected and format_bytes(storage._half(value)) == format_bytes(expected)
     assert storage._half(Decimal(4 * storage.MIB)) == 2 * storage.MIB  # another limit: another answer
-
-
-def test_the_shared_sources_are_the_contexts_own():
-    class _Ctx:  # what Context.pool_source / platform_source read
-        class resolved:
-            pool_name = "h100-ib"
-
-        class policy:
-            platform_name = "default"
-
-    from trainadmit.engine.context import Context
-
-    assert nccl._source("h100-ib", "NCCL_IB_HCA") == Context.pool_source(_Ctx, "spec", "nccl", "env", "NCCL_IB_HCA")
-    assert nccl._source("a100", "NCCL_IB_HCA") != nccl._source("h100-ib", "NCCL_IB_HCA")
-    for field_ in (("spec", "nodeSelector"), ("spec", "tolerations", 0), ("spec", "tolerations", 1)):
-        assert placement._source("h100-ib", *field_) == Context.pool_source(_Ctx, *field_)
-    assert placement._source("h100-ib", "spec", "tolerations", 0) != placement._source("h100-ib", "spec", "tolerations", 1)
-    for field_ in (("spec", "rdma", "resources", "rdma/ib"), ("spec", "rdma", "ipcLock"), ("spec", "rdma", "networks")):
-        assert rdma._source("h100-ib", *field_) == Context.pool_source(_Ctx, *field_)
-    assert storage._size_source("default") == Context.platform_source(_Ctx, "spec", "shm", "sizeLimit")
-    assert storage._size_source("other") == Source("Platform", "other", ("spec", "shm", "sizeLimit"))
 
 
 def test_the_compact_encoder_writes_what_json_dumps_writes():

@@ -9,13 +9,11 @@ pool's NICs, not the ones it brought; the others (``NCCL_DEBUG``…) it still ge
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 from ...grammars.nccl import DEBUGGING_VARS, check_nccl_value, is_transport_variable
 from ...policy.vocab import Action, Enforceable
 from ..concern import Concern
 from ..context import Context
-from ..decision import Source
+from ..decision import Source, shared_source
 from ..reads import Reads
 from ..rule import rule
 from ..workloads import PodTemplate, Workload, env_named
@@ -37,13 +35,6 @@ def mutate(ctx: Context) -> None:
         _inject(ctx, others if ctx.plan.own_network(template) else everything, template)
 
 
-@lru_cache(maxsize=1024)
-def _source(pool: str, name: str) -> Source:
-    """``Context.pool_source("spec", "nccl", "env", name)`` of the pool named ``pool``: a Source is frozen and a
-    function of the two names, so each pool's few variables share one across containers and decisions."""
-    return Source("Pool", pool, ("spec", "nccl", "env", name))
-
-
 def _inject(ctx: Context, wanted: dict[str, str], template: PodTemplate) -> None:
     pool = ctx.resolved.pool_name or ""
     for ref in ctx.gpu_containers(template):
@@ -55,7 +46,8 @@ def _inject(ctx: Context, wanted: dict[str, str], template: PodTemplate) -> None
         for name, value in wanted.items():
             found = index.get(name)
             if found is None:
-                missing.append(({"name": name, "value": value}, _source(pool, name)))
+                source = shared_source("Pool", pool, ("spec", "nccl", "env", name))
+                missing.append(({"name": name, "value": value}, source))
                 continue
             entry = env[found]
             if entry.get("value") == value and "valueFrom" not in entry:

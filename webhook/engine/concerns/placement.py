@@ -6,12 +6,10 @@ that can never be scheduled, so it is refused with the pool that would match, wh
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 from ...policy.vocab import Action, Enforceable
 from ..concern import Concern
 from ..context import Context
-from ..decision import Source
+from ..decision import shared_source
 from ..paths import as_dict, as_list, field_path
 from ..reads import Reads
 from ..rule import rule
@@ -36,16 +34,9 @@ def mutate(ctx: Context) -> None:
         _place(ctx, pool, template)
 
 
-@lru_cache(maxsize=1024)
-def _source(pool: str, *field_: str | int) -> Source:
-    """``Context.pool_source(*field_)`` of the pool named ``pool``: a Source is frozen and a function of the names, so
-    one is shared across templates and decisions."""
-    return Source("Pool", pool, field_)
-
-
 def _place(ctx: Context, pool, template: PodTemplate) -> None:
     name = ctx.resolved.pool_name or ""
-    selector_source = _source(name, "spec", "nodeSelector")
+    selector_source = shared_source("Pool", name, ("spec", "nodeSelector"))
     selector_path = (*template.spec_path, "nodeSelector")
     whole = False
     if not ctx.patcher.get(selector_path) and pool.nodeSelector:  # absent: the whole map in one operation
@@ -67,7 +58,7 @@ def _place(ctx: Context, pool, template: PodTemplate) -> None:
         if any(_same_toleration(t, wanted) for t in existing):
             ctx.satisfied("placement")
         else:
-            missing.append((wanted, _source(name, "spec", "tolerations", i)))
+            missing.append((wanted, shared_source("Pool", name, ("spec", "tolerations", i))))
     ctx.inject_extend(tol_path, missing, "placement")
 
 

@@ -11,14 +11,12 @@ without an RDMA fabric are refused: no node of the pool could ever satisfy them.
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 from ...grammars.nccl import is_transport_variable
 from ...grammars.quantity import as_count
 from ...policy.vocab import Action, Enforceable
 from ..concern import Concern
 from ..context import Context
-from ..decision import Source
+from ..decision import shared_source
 from ..network import MULTUS_NETWORKS, POOL_NIC_CLAIM, Brought
 from ..paths import as_dict, as_list
 from ..reads import Reads
@@ -60,13 +58,6 @@ def _kept(ctx: Context, brought: Brought) -> None:
 NIC_CLAIM = POOL_NIC_CLAIM
 
 
-@lru_cache(maxsize=1024)
-def _source(pool: str, *field_: str) -> Source:
-    """``Context.pool_source(*field_)`` of the pool named ``pool``: a Source is frozen and a function of the names, so
-    one is shared across containers and decisions."""
-    return Source("Pool", pool, field_)
-
-
 def _inject(ctx: Context, rdma, template: PodTemplate) -> None:
     containers = ctx.gpu_containers(template)
     name = ctx.resolved.pool_name or ""
@@ -75,7 +66,7 @@ def _inject(ctx: Context, rdma, template: PodTemplate) -> None:
     for ref in containers:
         base = template.container_path(ref)
         for resource, count in rdma.resources.items():
-            source = _source(name, "spec", "rdma", "resources", resource)
+            source = shared_source("Pool", name, ("spec", "rdma", "resources", resource))
             for section in ("limits", "requests"):
                 path = (*base, "resources", section, resource)
                 current = ctx.patcher.get(path)
@@ -88,13 +79,14 @@ def _inject(ctx: Context, rdma, template: PodTemplate) -> None:
             if "IPC_LOCK" in (ctx.patcher.get(caps_path) or []):
                 ctx.satisfied("rdma")
             else:
-                ctx.inject_extend(caps_path, [("IPC_LOCK", _source(name, "spec", "rdma", "ipcLock"))], "rdma")
+                source = shared_source("Pool", name, ("spec", "rdma", "ipcLock"))
+                ctx.inject_extend(caps_path, [("IPC_LOCK", source)], "rdma")
     if rdma.networks and containers:
         wanted = ",".join(rdma.networks)
         path = (*template.meta_path, "annotations", MULTUS_NETWORKS)
         current = ctx.patcher.get(path)
         if current is None or current == wanted:
-            ctx.inject(path, wanted, "rdma", _source(name, "spec", "rdma", "networks"))
+            ctx.inject(path, wanted, "rdma", shared_source("Pool", name, ("spec", "rdma", "networks")))
         else:
             conflict(ctx, Enforceable.rdmaNetworks, path, current, wanted)
 

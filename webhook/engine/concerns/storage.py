@@ -185,18 +185,11 @@ def _half(limit: Decimal) -> Decimal:
     return (limit / 2 // MIB) * MIB
 
 
-@lru_cache(maxsize=64)
-def _size_source(platform: str) -> Source:
-    """``Context.platform_source("spec", "shm", "sizeLimit")`` of the Platform named ``platform``: a Source is
-    frozen and a function of the name, so one is shared."""
-    return Source("Platform", platform, ("spec", "shm", "sizeLimit"))
-
-
 def _shm_size(ctx: Context, template: PodTemplate, containers: list) -> tuple[str | None, Source, str]:
     """The /dev/shm size for ``containers``: the policy's, or half the smallest memory limit among them when
     that is less (rounded down to whole MiB); None (and why) when that is not above the runtime's default."""
     size = ctx.policy.platform.shm.sizeLimit
-    source = _size_source(ctx.policy.platform_name)
+    source = ctx.platform_source("spec", "shm", "sizeLimit")
     limits = [(limit, ref) for ref in containers if (limit := _memory_limit(ref)) is not None]
     if not limits:
         return size, source, ""
