@@ -213,12 +213,14 @@ class UndeclaredWrite(RuntimeError):
     concern does not declare reading (``Concern.reads``), so it could not see what was there."""
 
 
-_POINTERS: dict[str, tuple[tuple[str, ...], bool]] = {}
+_POINTERS: dict[str, tuple[tuple[str, ...], bool, tuple[str, ...], int]] = {}
 _POINTERS_LIMIT = 4096
 
 
-def _tokens(pointer: str) -> tuple[tuple[str, ...], bool]:
-    """A JSON pointer's unescaped tokens, and whether it ends in ``-`` (an append; the ``-`` left out).
+def _tokens(pointer: str) -> tuple[tuple[str, ...], bool, tuple[str, ...], int]:
+    """A JSON pointer's unescaped tokens, whether it ends in ``-`` (an append; the ``-`` left out), the tokens of
+    the container written into (the list appended to, or the parent of the member written) and how many tokens
+    lead to a container the write goes through (all for an append, but the last for a write of a member).
     Memoized: a run's patches write a few dozen distinct paths (22 over bench/check.py's 1,000 Jobs)."""
     hit = _POINTERS.get(pointer)
     if hit is None:
@@ -228,7 +230,9 @@ def _tokens(pointer: str) -> tuple[tuple[str, ...], bool]:
             tokens.pop()
         if len(_POINTERS) >= _POINTERS_LIMIT:
             _POINTERS.clear()
-        hit = _POINTERS[pointer] = (tuple(tokens), append)
+        whole = tuple(tokens)
+        hit = _POINTERS[pointer] = (whole, append, whole if append else whole[:-1],
+                                    len(whole) if append else len(whole) - 1)
     return hit
 
 
@@ -244,7 +248,7 @@ def replay(obj: dict, ops: list[dict]) -> dict:
     scalar or a dict/list subclass goes through ``Patcher.set``/``append``, whose result it is by construction
     (the same copies, the same comparisons, the same errors). An operation under the parent a fast walk ended on
     starts there (``walked``: most of a patch appends to or writes into a few containers of each template).
-    Replayed values are copied (``_deep_owned``), never shared with the patch: a value the patch holds twice (one
+    Replayed values are copied (``_copy``), never shared with the patch: a value the patch holds twice (one
     toleration given to two templates) would otherwise be one object met twice in the document, which YAML writes
     as an anchor and an alias."""
     patcher = Patcher(obj, record=False)
@@ -257,13 +261,17 @@ def replay(obj: dict, ops: list[dict]) -> dict:
     walked: dict[tuple[str, ...], Any] = {}
     for op in ops:
         path = op["path"]
-        tokens, append = _tokens(path)
-        hold = len(tokens) if append else len(tokens) - 1  # the parents, and the list appended to, become ours
+        # the parents, and the list appended to, become ours (``hold`` tokens): see _tokens
+        tokens, append, into, hold = _POINTERS.get(path) or _tokens(path)
         value = op["value"]
-        held = walked.get(tokens if append else tokens[:-1]) if tokens else None
+        held = walked.get(into) if tokens else None
         if held is not None:
             if append:  # the list is ours (it is only cached as one)
-                held.append(_deep_owned(value, owned))
+                kind = type(value)
+                if kind is dict or kind is list:
+                    value = _copy(value)
+                    owned.add(id(value))
+                held.append(value)
                 continue
             token = tokens[-1]
             if type(held) is list:
@@ -284,7 +292,11 @@ def replay(obj: dict, ops: list[dict]) -> dict:
                     walked.clear()  # the entries under it are keyed by its other spelling
                 else:
                     _drop_under(walked, tokens)
-            held[last] = _deep_owned(value, owned)
+            kind = type(value)
+            if kind is dict or kind is list:
+                value = _copy(value)
+                owned.add(id(value))
+            held[last] = value
             continue
         parts: list[str | int] = []
         parent: Any = None
@@ -318,7 +330,11 @@ def replay(obj: dict, ops: list[dict]) -> dict:
             if fast and type(cur) is list:
                 if named:
                     walked[tokens] = cur
-                cur.append(_deep_owned(value, owned))
+                kind = type(value)
+                if kind is dict or kind is list:
+                    value = _copy(value)
+                    owned.add(id(value))
+                cur.append(value)
             else:
                 walked.clear()  # the Patcher's walk may replace containers on the path
                 patcher._containers = {(): doc}  # the walks above cache nothing: start from the root
@@ -329,7 +345,7 @@ def replay(obj: dict, ops: list[dict]) -> dict:
                                   "must declare reading it (Concern.reads)")
         if fast and tokens:  # the parent is ours, a dict or a list holding the index (the walk read it)
             if named:
-                walked[tokens[:-1]] = parent
+                walked[into] = parent
             last = parts[-1]
             if type(parent) is dict and last in parent and parent[last] == value:
                 continue
@@ -340,7 +356,11 @@ def replay(obj: dict, ops: list[dict]) -> dict:
                     _drop_under(walked, tokens)
                 else:
                     walked.clear()  # the entries under it are keyed by another spelling of its path
-            parent[last] = _deep_owned(value, owned)
+            kind = type(value)
+            if kind is dict or kind is list:
+                value = _copy(value)
+                owned.add(id(value))
+            parent[last] = value
             continue
         walked.clear()
         patcher._containers = {(): doc}
