@@ -14,6 +14,26 @@ from typing import Any
 
 from .paths import Path, get_path, pointer
 
+_POINTER_TEXT: dict[Path, str] = {}
+_POINTER_TEXT_LIMIT = 4096
+
+
+def _pointer(path: Path) -> str:
+    """``pointer(path)``, memoized for a path of str keys and int indices only: the operations a Patcher records
+    write a few dozen distinct paths, and escaping each token cost more than the rest of a write. A path
+    holding anything else (a bool, equal to an int and so the same key, but written ``True``) is never
+    looked up: its pointer is made each time."""
+    for part in path:
+        kind = type(part)
+        if kind is not str and kind is not int:
+            return pointer(path)
+    text = _POINTER_TEXT.get(path)
+    if text is None:
+        if len(_POINTER_TEXT) >= _POINTER_TEXT_LIMIT:
+            _POINTER_TEXT.clear()
+        text = _POINTER_TEXT[path] = pointer(path)
+    return text
+
 
 def _build(rest: Path, value: Any) -> Any:
     """Nested maps for the missing tail of a path, with ``value`` at the end."""
@@ -73,7 +93,7 @@ class Patcher:
 
     def _record(self, op: str, path: Path, value: Any) -> None:
         if self.record:
-            self.ops.append({"op": op, "path": pointer(path), "value": value})
+            self.ops.append({"op": op, "path": _pointer(path), "value": value})
 
     def set(self, path: Path, value: Any) -> bool:
         """Make ``path`` hold ``value``, creating missing maps. Returns True when something changed."""
@@ -156,7 +176,7 @@ class Patcher:
             return
         parent = self._walk_owned(list_path)
         if self.record:
-            self.ops.append({"op": "add", "path": pointer(list_path) + "/-", "value": value})
+            self.ops.append({"op": "add", "path": _pointer(list_path) + "/-", "value": value})
         parent.append(_deep_owned(value, self._owned))
 
     def _walk_owned(self, path: Path) -> Any:
