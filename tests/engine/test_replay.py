@@ -237,3 +237,64 @@ def test_a_patchers_writes_under_what_it_wrote_leave_its_patch_as_written():
     assert patcher.ops[0]["value"] is NESTED
     assert patcher.doc == jsonpatch.apply_patch({"a": {}}, json.loads(json.dumps(patcher.ops)))
     assert patcher.doc["a"]["v"] == {"b": {"c": [{**TOLERATION, "value": "a100"}, "y"], "d": {"e": 3}, "x": 1}}
+
+
+@pytest.mark.parametrize("obj, ops", [
+    # a walk starts at the deepest container above its parent that an earlier walk ended on: below it, a member
+    # replaced since (and the entries under it forgotten), and a write under a value replay wrote there
+    ({"a": {"b": {"c": {"d": {}}}}}, [{"op": "add", "path": "/a/b/x", "value": 1},
+                                      {"op": "add", "path": "/a/b/c/d/y", "value": 2},
+                                      {"op": "replace", "path": "/a/b/c", "value": {"d": {"k": [1]}}},
+                                      {"op": "add", "path": "/a/b/c/d/z", "value": 3},
+                                      {"op": "add", "path": "/a/b/c/d/k/-", "value": 4},
+                                      {"op": "replace", "path": "/a/b", "value": {"c": {"d": {}}}},
+                                      {"op": "add", "path": "/a/b/c/d/w", "value": 5}]),
+    # the container started at is a list: an item appended to it, an item it had, and a new list in its place
+    ({"l": [{"m": {}}], "n": {}}, [{"op": "add", "path": "/l/-", "value": {"m": {"q": 1}}},
+                                   {"op": "add", "path": "/l/0/m/k", "value": 1},
+                                   {"op": "add", "path": "/l/1/m/k", "value": 2},
+                                   {"op": "add", "path": "/n/o", "value": 0},
+                                   {"op": "replace", "path": "/l", "value": [{"m": {}}]},
+                                   {"op": "add", "path": "/l/0/m/j", "value": 3}]),
+    # below the container started at, a dict subclass: the Patcher's generic walk from the root
+    ({"a": {"b": {"s": Sub(t={})}}}, [{"op": "add", "path": "/a/b/x", "value": 1},
+                                      {"op": "add", "path": "/a/b/s/t/u", "value": 2},
+                                      {"op": "add", "path": "/a/b/y", "value": 3},
+                                      {"op": "add", "path": "/a/b/s/t/v", "value": 4}]),
+    # below it, a missing parent and a null one: created as maps
+    ({"a": {"b": {"n": None}}}, [{"op": "add", "path": "/a/b/x", "value": 1},
+                                 {"op": "add", "path": "/a/b/m/p/q", "value": 2},
+                                 {"op": "add", "path": "/a/b/n/p", "value": 3}]),
+])
+def test_a_walk_from_a_container_an_earlier_walk_ended_on_is_jsonpatchs_result(obj, ops):
+    """Where jsonpatch creates no missing parent, the expectation is jsonpatch's after the missing maps are
+    added, as replay (and the Patcher) adds them."""
+    obj_before, ops_before = copy.deepcopy(obj), copy.deepcopy(ops)
+    result = replay(obj, ops)
+    expected = jsonpatch.apply_patch(obj, json.loads(json.dumps(_with_parents(obj, ops))))
+    assert result == expected
+    assert obj == obj_before and ops == ops_before
+    seen = containers(result, [])
+    assert len({id(c) for c in seen}) == len(seen)
+    edit_everything(result)
+    assert ops == ops_before
+
+
+def _with_parents(obj: dict, ops: list[dict]) -> list[dict]:
+    """``ops`` with an ``add`` of an empty map before each operation whose parent is missing or null."""
+    out: list[dict] = []
+    doc = copy.deepcopy(obj)
+    for op in ops:
+        tokens = op["path"].split("/")[1:]
+        parents = tokens[:-1]
+        for n in range(1, len(parents) + 1):
+            cur = doc
+            for token in parents[:n]:
+                cur = cur[int(token)] if type(cur) is list else cur.get(token)
+            if cur is None:
+                extra = {"op": "add", "path": "/" + "/".join(parents[:n]), "value": {}}
+                out.append(extra)
+                doc = jsonpatch.apply_patch(doc, [extra])
+        out.append(op)
+        doc = jsonpatch.apply_patch(doc, json.loads(json.dumps([op])))
+    return out

@@ -233,15 +233,18 @@ class UndeclaredWrite(RuntimeError):
     concern does not declare reading (``Concern.reads``), so it could not see what was there."""
 
 
-_POINTERS: dict[str, tuple[tuple[str, ...], bool, tuple[str, ...], int]] = {}
+_Tokens = tuple[tuple[str, ...], bool, tuple[str, ...], int, tuple[tuple[tuple[str, ...], int], ...]]
+_POINTERS: dict[str, _Tokens] = {}
 _POINTERS_LIMIT = 4096
 
 
-def _tokens(pointer: str) -> tuple[tuple[str, ...], bool, tuple[str, ...], int]:
+def _tokens(pointer: str) -> _Tokens:
     """A JSON pointer's unescaped tokens, whether it ends in ``-`` (an append; the ``-`` left out), the tokens of
     the container written into (the list appended to, or the parent of the member written) and how many tokens
-    lead to a container the write goes through (all for an append, but the last for a write of a member).
-    Memoized: a run's patches write a few dozen distinct paths (22 over bench/check.py's 1,000 Jobs)."""
+    lead to a container the write goes through (all for an append, but the last for a write of a member), and
+    the tokens of each container above the one written into with their count, the deepest first (where replay
+    looks for one a walk ended on). Memoized: a run's patches write a few dozen distinct paths (22 over
+    bench/check.py's 1,000 Jobs)."""
     hit = _POINTERS.get(pointer)
     if hit is None:
         tokens = [t.replace("~1", "/").replace("~0", "~") for t in pointer.split("/")[1:]]
@@ -251,8 +254,9 @@ def _tokens(pointer: str) -> tuple[tuple[str, ...], bool, tuple[str, ...], int]:
         if len(_POINTERS) >= _POINTERS_LIMIT:
             _POINTERS.clear()
         whole = tuple(tokens)
-        hit = _POINTERS[pointer] = (whole, append, whole if append else whole[:-1],
-                                    len(whole) if append else len(whole) - 1)
+        into = whole if append else whole[:-1]
+        hit = _POINTERS[pointer] = (whole, append, into, len(whole) if append else len(whole) - 1,
+                                    tuple((into[:n], n) for n in range(len(into) - 1, 0, -1)))
     return hit
 
 
@@ -267,7 +271,8 @@ def replay(obj: dict, ops: list[dict]) -> dict:
     replay's (``_owned``), and writes in place; only an operation whose path meets a missing parent, a null, a
     scalar or a dict/list subclass goes through ``Patcher.set``/``append``, whose result it is by construction
     (the same copies, the same comparisons, the same errors). An operation under the parent a fast walk ended on
-    starts there (``walked``: most of a patch appends to or writes into a few containers of each template).
+    starts there (``walked``: most of a patch appends to or writes into a few containers of each template), and
+    any other walk at the deepest such container above its parent (the template's pod spec, a container).
     Replayed values are copied (``_copy``), never shared with the patch: a value the patch holds twice (one
     toleration given to two templates) would otherwise be one object met twice in the document, which YAML writes
     as an anchor and an alias."""
@@ -282,7 +287,7 @@ def replay(obj: dict, ops: list[dict]) -> dict:
     for op in ops:
         path = op["path"]
         # the parents, and the list appended to, become ours (``hold`` tokens): see _tokens
-        tokens, append, into, hold = _POINTERS.get(path) or _tokens(path)
+        tokens, append, into, hold, above = _POINTERS.get(path) or _tokens(path)
         value = op["value"]
         held = walked.get(into) if tokens else None
         if held is not None:
@@ -318,36 +323,42 @@ def replay(obj: dict, ops: list[dict]) -> dict:
                 owned.add(id(value))
             held[last] = value
             continue
-        parts: list[str | int] = []
-        parent: Any = None
+        # the walk: the ``hold`` containers on the path made ours, each a plain dict or list (else the generic walk)
         cur: Any = doc
-        fast = True  # every container on the path so far a plain dict or list, and ours up to ``hold``
         named = True  # every list index on the path written as ``pointer`` writes it (no "-1", no "01")
-        for depth, token in enumerate(tokens):  # list indices are numbers in a path, keys otherwise
+        depth = 0
+        # start at the deepest container above the parent that a walk ended on: it and all above it are ours and
+        # still on this path (see ``walked``), as a walk from the root would find them, and its path is named
+        for key, length in above:
+            found = walked.get(key)
+            if found is not None:
+                cur, depth = found, length
+                break
+        while depth < hold:
+            token = tokens[depth]
             kind = type(cur)
-            if kind is list:
-                part: str | int = int(token)
+            if kind is dict:
+                part: str | int = token
+                child = cur.get(token)
+            elif kind is list:
+                part = int(token)
                 child = cur[part]
                 if named and (part < 0 or str(part) != token):
                     named = False  # another spelling of an index would be another key of ``walked``
-            elif kind is dict:
-                part = token
-                child = cur.get(part)
             else:
-                part, child, fast = token, None, False
-            if fast and depth < hold:
-                ckind = type(child)
-                if ckind is dict or ckind is list:
-                    if id(child) not in owned:
-                        child = dict(child) if ckind is dict else list(child)
-                        cur[part] = child
-                        owned.add(id(child))
-                else:
-                    fast = False
-            parts.append(part)
-            parent, cur = cur, child
+                break
+            kind = type(child)
+            if kind is dict or kind is list:
+                if id(child) not in owned:
+                    child = dict(child) if kind is dict else list(child)
+                    cur[part] = child
+                    owned.add(id(child))
+            else:
+                break
+            cur = child
+            depth += 1
         if append:
-            if fast and type(cur) is list:
+            if depth == hold and type(cur) is list:
                 if named:
                     walked[tokens] = cur
                 kind = type(value)
@@ -356,17 +367,27 @@ def replay(obj: dict, ops: list[dict]) -> dict:
                     owned.add(id(value))
                 cur.append(value)
             else:
+                parts, _ = _walk_rest(doc, tokens, hold, owned)
                 walked.clear()  # the Patcher's walk may replace containers on the path
                 patcher._containers = {(): doc}  # the walks above cache nothing: start from the root
-                patcher.append(tuple(parts), value)
+                patcher.append(parts, value)
             continue
-        if op["op"] == "add" and cur is not None:
-            raise UndeclaredWrite(f"the patch adds {path}, which the object already has: the concern that wrote it "
-                                  "must declare reading it (Concern.reads)")
-        if fast and tokens:  # the parent is ours, a dict or a list holding the index (the walk read it)
+        if depth == hold and tokens:  # ``cur``, ours, a plain dict or list, is the parent of the member written
+            parent = cur
+            token = tokens[-1]
+            if type(parent) is list:
+                last = int(token)
+                cur = parent[last]
+                if named and (last < 0 or str(last) != token):
+                    named = False
+            else:
+                last = token
+                cur = parent.get(token)
+            if op["op"] == "add" and cur is not None:
+                raise UndeclaredWrite(f"the patch adds {path}, which the object already has: the concern that "
+                                      "wrote it must declare reading it (Concern.reads)")
             if named:
                 walked[into] = parent
-            last = parts[-1]
             if type(parent) is dict and last in parent and parent[last] == value:
                 continue
             if type(parent) is list and parent[last] == value:
@@ -382,10 +403,45 @@ def replay(obj: dict, ops: list[dict]) -> dict:
                 owned.add(id(value))
             parent[last] = value
             continue
+        parts, cur = _walk_rest(doc, tokens, hold, owned)
+        if op["op"] == "add" and cur is not None:
+            raise UndeclaredWrite(f"the patch adds {path}, which the object already has: the concern that wrote it "
+                                  "must declare reading it (Concern.reads)")
         walked.clear()
         patcher._containers = {(): doc}
-        patcher.set(tuple(parts), value)
+        patcher.set(parts, value)
     return doc
+
+
+def _walk_rest(doc: dict, tokens: tuple[str, ...], hold: int, owned: set[int]) -> tuple[Path, Any]:
+    """The path (list indices as numbers) and the value at it, for an operation replay hands to the Patcher: a
+    walk from the root that reads what replay's walk read and makes ours, as it does, the containers it would have
+    (its own walk stopped at the first one that is not a plain dict or list; this one goes on reading past it)."""
+    parts: list[str | int] = []
+    cur: Any = doc
+    fast = True  # every container on the path so far a plain dict or list, and ours up to ``hold``
+    for depth, token in enumerate(tokens):  # list indices are numbers in a path, keys otherwise
+        kind = type(cur)
+        if kind is list:
+            part: str | int = int(token)
+            child = cur[part]
+        elif kind is dict:
+            part = token
+            child = cur.get(part)
+        else:
+            part, child, fast = token, None, False
+        if fast and depth < hold:
+            ckind = type(child)
+            if ckind is dict or ckind is list:
+                if id(child) not in owned:
+                    child = dict(child) if ckind is dict else list(child)
+                    cur[part] = child
+                    owned.add(id(child))
+            else:
+                fast = False
+        parts.append(part)
+        cur = child
+    return tuple(parts), cur
 
 
 def _drop_under(walked: dict[tuple[str, ...], Any], tokens: tuple[str, ...]) -> None:
