@@ -241,8 +241,10 @@ _POINTERS_LIMIT = 4096
 def _tokens(pointer: str) -> _Tokens:
     """A JSON pointer's unescaped tokens, whether it ends in ``-`` (an append; the ``-`` left out), the tokens of
     the container written into (the list appended to, or the parent of the member written) and how many tokens
-    lead to a container the write goes through (all for an append, but the last for a write of a member).
-    Memoized: a run's patches write a few dozen distinct paths (22 over bench/check.py's 1,000 Jobs)."""
+    lead to a container the write goes through (all for an append, but the last for a write of a member), and
+    the tokens of each container above the one written into with their count, the deepest first (where replay
+    looks for one a walk ended on). Memoized: a run's patches write a few dozen distinct paths (22 over
+    bench/check.py's 1,000 Jobs)."""
     hit = _POINTERS.get(pointer)
     if hit is None:
         tokens = [t.replace("~1", "/").replace("~0", "~") for t in pointer.split("/")[1:]]
@@ -269,7 +271,8 @@ def replay(obj: dict, ops: list[dict]) -> dict:
     replay's (``_owned``), and writes in place; only an operation whose path meets a missing parent, a null, a
     scalar or a dict/list subclass goes through ``Patcher.set``/``append``, whose result it is by construction
     (the same copies, the same comparisons, the same errors). An operation under the parent a fast walk ended on
-    starts there (``walked``: most of a patch appends to or writes into a few containers of each template).
+    starts there (``walked``: most of a patch appends to or writes into a few containers of each template), and
+    any other walk at the deepest such container above its parent (the template's pod spec, a container).
     Replayed values are copied (``_copy``), never shared with the patch: a value the patch holds twice (one
     toleration given to two templates) would otherwise be one object met twice in the document, which YAML writes
     as an anchor and an alias."""
