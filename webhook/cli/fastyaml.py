@@ -7,8 +7,10 @@ is most of the time spent outside the engine (dumping 1,000 mutated Jobs cost mo
 them). Here:
 
 - loading: values for maps, sequences, strings and every scalar tag the safe constructor knows are
-  built straight from libyaml's events (a str; its composed nodes cost more) or nodes (a stream, and a
-  str from its first document with an anchor, alias, tag, merge key or collection key on); a document
+  built straight from libyaml's events (a str; its composed nodes cost more; the events made by a C
+  constructor while a document is read, ``_light_events``) or nodes (a stream, a str read while another
+  thread is alive, and a str from its first document with an anchor, alias, tag, merge key or collection
+  key on); a document
   with anything else (an alias of a collection, a merge key, a collection tag, an unknown tag, an
   unhashable key) is built by PyYAML's constructor;
 - dumping: a document made only of dicts, lists, str, int, bool and None, with no dict or list met
