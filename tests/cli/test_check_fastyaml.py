@@ -11,6 +11,7 @@ import json
 import math
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -267,3 +268,49 @@ def test_the_documents_before_an_error_come_first_then_pyyamls_error(text):
     theirs = partial(yaml.load_all(text, Loader=yaml.CSafeLoader))
     assert mine == theirs
     assert mine[1] is not None or text.endswith("*x\n")
+
+
+PARSER_EVENTS = ("ScalarEvent", "MappingStartEvent", "SequenceStartEvent", "MappingEndEvent", "SequenceEndEvent")
+
+
+def parser_events_are_pyyamls() -> bool:
+    return all(getattr(yaml._yaml, name) is getattr(yaml.events, name) for name in PARSER_EVENTS)
+
+
+def test_between_documents_libyamls_parser_and_emitter_have_pyyamls_event_classes():
+    """While a document is read its parser makes lighter events; when it is given, and after a parse error or a
+    reader that stops early, PyYAML's own event API and its C emitter work as ever (they test events against the
+    same module names)."""
+    text = "a: [1, x]\n---\nb: {c: d}\n---\nlast: 1\n"
+    docs = fastyaml.load_all(text)
+    first = next(docs)
+    assert parser_events_are_pyyamls()
+    assert yaml.dump(first, Dumper=yaml.CSafeDumper) == "a:\n- 1\n- x\n"  # the emitter's isinstance tests
+    events = list(yaml.parse("k: v\n", Loader=yaml.CSafeLoader))
+    assert [type(e).__name__ for e in events][2:5] == ["MappingStartEvent", "ScalarEvent", "ScalarEvent"]
+    docs.close()  # a reader that stops between documents
+    assert parser_events_are_pyyamls()
+    with pytest.raises(yaml.YAMLError):
+        list(fastyaml.load_all("a: 1\n---\nb: [1, 2\n"))
+    assert parser_events_are_pyyamls()
+
+
+def test_documents_read_with_lighter_events_are_the_ones_read_through_nodes():
+    """The light-event reading is the one taken in a process with one thread (`trainadmit check`); with another
+    thread alive (which could be using PyYAML) every document is read through nodes: the same data either way."""
+    text = "\n---\n".join(path.read_text() for path in sorted(EXAMPLES.glob("*.yaml"))[:6])
+    with fastyaml._light_events() as light:
+        assert light, "a test process with one thread reads through the lighter events"
+    assert parser_events_are_pyyamls()
+    single = list(fastyaml.load_all(text))
+    release = threading.Event()
+    other = threading.Thread(target=release.wait)
+    other.start()
+    try:
+        with fastyaml._light_events() as light:
+            assert not light
+        threaded = list(fastyaml.load_all(text))
+    finally:
+        release.set()
+        other.join()
+    assert typed(single) == typed(threaded) == typed(list(yaml.load_all(text, Loader=yaml.CSafeLoader)))

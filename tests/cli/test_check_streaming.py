@@ -154,14 +154,16 @@ def test_objects_are_written_while_the_input_is_still_being_read(output, monkeyp
 def test_files_are_read_one_at_a_time(corpus, monkeypatch):
     from pathlib import Path
 
+    from trainadmit.cli import inputs
+
     opened: list[str] = []
-    real = Path.read_text
+    real = inputs.read_text
 
-    def read_text(self, *args, **kwargs):
-        opened.append(self.name)
-        return real(self, *args, **kwargs)
+    def read_text(file: str) -> str:
+        opened.append(Path(file).name)
+        return real(file)
 
-    monkeypatch.setattr(Path, "read_text", read_text)
+    monkeypatch.setattr(inputs, "read_text", read_text)
     items = iter_items(manifest_files([str(corpus)]), lambda exc: None)
     first = next(items)
     assert first.source.endswith("a-000.yaml") and opened == ["a-000.yaml"]

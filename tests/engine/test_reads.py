@@ -24,6 +24,7 @@ from trainadmit.engine.reads import Reads
 from trainadmit.engine.workloads import adapter_for
 
 decide_module = importlib.import_module("trainadmit.engine.decide")
+reads_module = importlib.import_module("trainadmit.engine.reads")
 
 
 def objects() -> list[dict]:
@@ -89,3 +90,28 @@ def test_the_registry_refuses_a_mutation_that_declares_no_reads():
 
     with pytest.raises(RuntimeError, match="without declaring what it reads"):
         registry._check((*registry.CONCERNS, Concern("pin", mutate=lambda ctx: None)))
+
+
+@pytest.mark.parametrize("limit", [4096, 1])  # 1: the memo of names is emptied before each name it learns
+def test_env_names_decided_once_cut_the_same_entries_every_time(limit, monkeypatch):
+    """``Projection`` remembers per env name whether its value is read (a name and a prefix test once per name):
+    a name remembered, forgotten or met again gives the same entry, and a non-str name is never remembered."""
+    monkeypatch.setattr(reads_module, "_ENV_MEMO_LIMIT", limit)
+    projection = reads_module.Projection(Reads(object=("spec",), pod=("containers",), container=("env",),
+                                               env_values=("NCCL_*", "RUN_ID")), "trainadmit.io")
+    env = [{"name": "NCCL_DEBUG", "value": "INFO"}, {"name": "RUN_ID", "value": "abc"},
+           {"value": "x", "name": "OTHER"}, {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "a"}}},
+           {"name": "BOTH", "value": "v", "valueFrom": {"x": 1}}, {"name": "NUM", "value": 3}, {"name": 7, "value": "s"},
+           {"name": ["x"], "value": "s"}, {"name": "BARE"}, "not-a-map", {"name": "OTHER", "value": "again"},
+           {"name": "NCCL_DEBUG", "value": "WARN"}]
+    want = [{"name": "NCCL_DEBUG", "value": "INFO"}, {"name": "RUN_ID", "value": "abc"}, {"name": "OTHER", "value": ""},
+            {"name": "POD", "valueFrom": {}}, {"name": "BOTH", "value": "", "valueFrom": {}}, {"name": "NUM", "value": 3},
+            {"name": 7, "value": "s"}, {"name": ["x"], "value": "s"}, {"name": "BARE"}, "not-a-map",
+            {"name": "OTHER", "value": ""}, {"name": "NCCL_DEBUG", "value": "WARN"}]
+    obj = {"spec": {"containers": [{"name": "c", "image": "i", "env": env}, "not-a-container", {"env": env}]}}
+    for _ in range(2):
+        got = projection.project(obj, [()])
+        assert got["spec"]["containers"] == [{"env": want}, "not-a-container", {"env": want}]
+        assert [list(e) for e in got["spec"]["containers"][0]["env"] if type(e) is dict] == \
+            [list(e) for e in want if type(e) is dict]  # the keys in the same order
+    assert all(type(name) is str for name in projection._env_cut) and len(projection._env_cut) == min(limit, 7)

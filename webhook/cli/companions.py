@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..engine.clusterview import COMPANION_KINDS, ClusterView, Presence, RefKind
-from .inputs import STDIN, InputError, _documents_of, _expand
+from .inputs import STDIN, InputError, _documents_of, _expand, read_bytes
 
 _BY_KIND = {(k.group, k.kind): k for k in COMPANION_KINDS}
 _NAMES = tuple(k.kind.encode() for k in COMPANION_KINDS)
@@ -78,8 +78,7 @@ def scan_files(files: list[str], view: SubmittedView, namespace_of) -> None:
         if file == STDIN:
             continue
         try:
-            with open(file, "rb") as f:
-                raw = f.read()
+            raw = read_bytes(file)
         except OSError:
             continue
         if not any(name in raw for name in _NAMES):

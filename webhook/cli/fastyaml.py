@@ -7,8 +7,10 @@ is most of the time spent outside the engine (dumping 1,000 mutated Jobs cost mo
 them). Here:
 
 - loading: values for maps, sequences, strings and every scalar tag the safe constructor knows are
-  built straight from libyaml's events (a str; its composed nodes cost more) or nodes (a stream, and a
-  str from its first document with an anchor, alias, tag, merge key or collection key on); a document
+  built straight from libyaml's events (a str; its composed nodes cost more; the events made by a C
+  constructor while a document is read, ``_light_events``) or nodes (a stream, a str read while another
+  thread is alive, and a str from its first document with an anchor, alias, tag, merge key or collection
+  key on); a document
   with anything else (an alias of a collection, a merge key, a collection tag, an unknown tag, an
   unhashable key) is built by PyYAML's constructor;
 - dumping: a document made only of dicts, lists, str, int, bool and None, with no dict or list met
@@ -25,8 +27,10 @@ JSON file of the project and from YAML written to hit each hand-back, and the sa
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import operator
+import threading
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -222,76 +226,169 @@ def _build(loader: Any, node: Any, seen: set[int]) -> Any:
     raise _Fallback
 
 
-def _scalar(loader: Any, event: Any) -> Any:
+class _Light(BaseException):
+    """An event as libyaml's parser makes it while ``_light_events`` holds: the parser calls the event class of
+    ``yaml.events`` it finds in its module with the event's fields, positionally, and ``BaseException``'s
+    constructor, in C, keeps them as ``args``; ``yaml.events``' own constructors, in Python, store them one
+    attribute at a time (about a fifth of reading a manifest, libyaml's own parsing the rest). Never raised: an
+    exception class only for that constructor. One subclass per event class (a class is what tells events
+    apart); their fields, in the parser's order:"""
+
+    __slots__ = ()
+
+
+class _Scalar(_Light):
+    """(anchor, tag, implicit, value, start_mark, end_mark, style)"""
+
+    __slots__ = ()
+
+
+class _MapStart(_Light):
+    """(anchor, tag, implicit, start_mark, end_mark, flow_style)"""
+
+    __slots__ = ()
+
+
+class _SeqStart(_Light):
+    """(anchor, tag, implicit, start_mark, end_mark, flow_style)"""
+
+    __slots__ = ()
+
+
+class _MapEnd(_Light):
+    """(start_mark, end_mark)"""
+
+    __slots__ = ()
+
+
+class _SeqEnd(_Light):
+    """(start_mark, end_mark)"""
+
+    __slots__ = ()
+
+
+_LIGHT = {"ScalarEvent": (ScalarEvent, _Scalar), "MappingStartEvent": (MappingStartEvent, _MapStart),
+          "SequenceStartEvent": (SequenceStartEvent, _SeqStart), "MappingEndEvent": (MappingEndEvent, _MapEnd),
+          "SequenceEndEvent": (SequenceEndEvent, _SeqEnd)}
+_PARSER_MODULE: Any = getattr(yaml, "_yaml", None) if _C else None
+
+
+@contextlib.contextmanager
+def _light_events() -> Iterator[bool]:
+    """libyaml's parser makes ``_Light`` events meanwhile, when it can be told to and no other thread may be using
+    PyYAML: the parser module's event classes are swapped, for the process (its emitter tests the events it is
+    given against the same names), and put back when the block ends. Yields whether they are."""
+    module = _PARSER_MODULE
+    if module is None or threading.active_count() != 1 or \
+            any(getattr(module, name, None) is not real for name, (real, _) in _LIGHT.items()):
+        yield False
+        return
+    for name, (_, light) in _LIGHT.items():
+        setattr(module, name, light)
+    try:
+        yield True
+    finally:
+        for name, (real, _) in _LIGHT.items():
+            setattr(module, name, real)
+
+
+def _scalar(loader: Any, event: _Scalar) -> Any:
     """The value of a scalar event without anchor or tag, as the composer resolves it and _build builds it (a tag
     without a constructor, the merge key's among them: ``_Fallback``)."""
-    if event.anchor is not None or event.tag is not None:
+    anchor, tag, implicit, value, start_mark, end_mark, style = event.args
+    if anchor is not None or tag is not None:
         raise _Fallback
-    value = event.value
-    tag = _resolve_cached(ScalarNode, value, event.implicit)
+    tag = _resolve_cached(ScalarNode, value, implicit)
     if tag == STR:
         return value
     construct = loader.yaml_constructors.get(tag)
     if construct is None:
         raise _Fallback
-    return construct(loader, ScalarNode(tag, value, event.start_mark, event.end_mark, event.style))
+    return construct(loader, ScalarNode(tag, value, start_mark, end_mark, style))
 
 
 def _from_events(loader: Any, event: Any, get: Any) -> Any:
-    """The value starting at ``event``, read event by event: maps, sequences and scalars without anchors,
-    aliases, tags or merge keys (anything else: ``_Fallback``), with only scalar keys."""
+    """The value starting at ``event`` (``_Light`` events), read event by event: maps, sequences and scalars
+    without anchors, aliases, tags or merge keys (anything else: ``_Fallback``), with only scalar keys.
+
+    A scalar that resolves to a str (most keys and values) is its value, read here without calling ``_scalar``:
+    the same test ``_scalar`` makes first (no anchor, no tag, the resolver says str), which has no effect but the
+    resolver's cache; any other scalar goes through ``_scalar``, which builds it or raises."""
     kind = type(event)
-    if kind is ScalarEvent:
+    if kind is _Scalar:
         return _scalar(loader, event)
-    if kind is MappingStartEvent and event.anchor is None and event.tag is None:
+    if kind is not _MapStart and kind is not _SeqStart:
+        raise _Fallback  # an alias
+    resolve = _resolve_cached
+    fields = event.args
+    if kind is _MapStart and fields[0] is None and fields[1] is None:
         out = {}
         while True:
             key_event = get()
-            if type(key_event) is not ScalarEvent:
-                if type(key_event) is MappingEndEvent:
+            if type(key_event) is not _Scalar:
+                if type(key_event) is _MapEnd:
                     return out
                 raise _Fallback  # a collection as a key, or an alias
-            key = _scalar(loader, key_event)  # a merge key (``<<``) has no constructor: _Fallback
+            fields = key_event.args  # (anchor, tag, implicit, value, ...)
+            key = fields[3]
+            if fields[0] is not None or fields[1] is not None or resolve(ScalarNode, key, fields[2]) != STR:
+                key = _scalar(loader, key_event)  # a merge key (``<<``) has no constructor: _Fallback
             value_event = get()
-            out[key] = (_scalar(loader, value_event) if type(value_event) is ScalarEvent
-                        else _from_events(loader, value_event, get))
-    if kind is SequenceStartEvent and event.anchor is None and event.tag is None:
+            if type(value_event) is _Scalar:
+                fields = value_event.args
+                value = fields[3]
+                if fields[0] is not None or fields[1] is not None or resolve(ScalarNode, value, fields[2]) != STR:
+                    value = _scalar(loader, value_event)
+                out[key] = value
+            else:
+                out[key] = _from_events(loader, value_event, get)
+    if kind is _SeqStart and fields[0] is None and fields[1] is None:
         items = []
+        append = items.append
         while True:
             item = get()
             item_kind = type(item)
-            if item_kind is ScalarEvent:
-                items.append(_scalar(loader, item))
-            elif item_kind is SequenceEndEvent:
+            if item_kind is _Scalar:
+                fields = item.args
+                value = fields[3]
+                if fields[0] is not None or fields[1] is not None or resolve(ScalarNode, value, fields[2]) != STR:
+                    value = _scalar(loader, item)
+                append(value)
+            elif item_kind is _SeqEnd:
                 return items
             else:
-                items.append(_from_events(loader, item, get))
+                append(_from_events(loader, item, get))
     raise _Fallback
 
 
 def load_all(stream: str | IO[str]) -> Iterator[Any]:
     """``yaml.load_all(stream, Loader=CSafeLoader)``, document by document (a stream is read as needed).
 
-    A str is read event by event (libyaml's events cost less than its composed nodes), each document built as
-    _build builds it; at the first document that needs more (an anchor, an alias, a tag, a merge key, a
-    collection as a key), the text is read again from its start through nodes, the documents already given
-    skipped, and the rest of it read that way."""
+    A str is read event by event while libyaml's parser makes ``_Light`` events (``_light_events``: its events
+    cost less than its composed nodes, and these less than PyYAML's), each document built as _build builds it;
+    at the first document that needs more (an anchor, an alias, a tag, a merge key, a collection as a key), or
+    when the parser cannot be given those events, the text is read again from its start through nodes, the
+    documents already given skipped, and the rest of it read that way. Between the swap of the parser's event
+    classes and its undoing only one document is read: it is undone before the document is yielded."""
     given = 0
     if isinstance(stream, str) and _hooks_are_noops(Loader):
         loader = Loader(stream)
         try:
             get = loader.get_event
             get()  # the stream's start
-            while type(get()) is not StreamEndEvent:  # a document's start
-                try:
-                    doc = _from_events(loader, get(), get)
-                except _Fallback:
-                    break
-                get()  # the document's end
+            while True:
+                with _light_events() as light:
+                    if not light:
+                        break
+                    if type(get()) is StreamEndEvent:  # else a document's start
+                        return
+                    try:
+                        doc = _from_events(loader, get(), get)
+                    except _Fallback:
+                        break
+                    get()  # the document's end
                 given += 1
                 yield doc
-            else:
-                return
         finally:
             loader.dispose()
     yield from _load_nodes(stream, given)

@@ -15,7 +15,7 @@ from ..grammars.lazydataclass import dataclass
 from ..policy import PolicySet
 from ..policy.vocab import Action
 from .clusterview import ClusterView
-from .decision import FieldFix, Injection, Source, Violation
+from .decision import FieldFix, Injection, Source, Violation, shared_source
 from .dra import listed_claims
 from .fit import Fit, Limit, largest
 from .intent import Resolved
@@ -27,6 +27,9 @@ from .request import Request
 from .rule import Resize, RuleId
 from .workloads import ContainerRef, PodTemplate, Workload, resource_count
 
+# a Context's plan until its decision's is made (the whole-object rules read none): frozen, so one serves them all
+NO_PLAN = Plan()
+
 
 @dataclass(eq=False)
 class Context:
@@ -37,7 +40,7 @@ class Context:
     patcher: Patcher
     namespace: str
     resolved: Resolved = field(default_factory=Resolved)
-    plan: Plan = field(default_factory=Plan)
+    plan: Plan = NO_PLAN
     violations: list[Violation] = field(default_factory=list)
     injections: list[Injection] = field(default_factory=list)  # what this decision changed, and why
     companions: list[dict] = field(default_factory=list)  # objects the reconciler creates (PodGroups)
@@ -128,10 +131,10 @@ class Context:
 
     # ---- sources -----------------------------------------------------------------------------
     def platform_source(self, *field_: str | int, note: str = "") -> Source:
-        return Source("Platform", self.policy.platform_name, tuple(field_), note)
+        return shared_source("Platform", self.policy.platform_name, field_, note)
 
     def pool_source(self, *field_: str | int, note: str = "") -> Source:
-        return Source("Pool", self.resolved.pool_name or "", tuple(field_), note)
+        return shared_source("Pool", self.resolved.pool_name or "", field_, note)
 
     # ---- views of the working copy -----------------------------------------------------------
     @property

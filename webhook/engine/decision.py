@@ -7,6 +7,7 @@ test runner, which is how CI and the cluster give the same answer.
 from __future__ import annotations
 
 from dataclasses import field
+from functools import lru_cache
 from typing import Any
 
 from ..grammars.lazydataclass import dataclass
@@ -78,6 +79,14 @@ class Source:
         head = f"{self.kind} {self.name}" if self.kind != "object" else "the object's"
         text = f"{head}: {where}" if self.kind != "object" else f"{head} {where}"
         return f"{text} ({self.note})" if self.note else text
+
+
+@lru_cache(maxsize=4096)
+def shared_source(kind: str, name: str, field_: Path = (), note: str = "") -> Source:
+    """The Source of a setting: one object per (kind, name, field, note), shared by every injection that names it,
+    in a decision and across decisions (a Source is frozen; a decision names the same few settings for every env
+    entry, toleration and volume it writes)."""
+    return Source(kind, name, field_, note)
 
 
 @dataclass(slots=True)

@@ -77,13 +77,20 @@ class Resolved:
 
     @property
     def gpus_per_pod(self) -> int:
-        """Of the GPU templates (the largest, when they differ)."""
-        return max((gpus for _, gpus in self.gpu_templates), default=0)
+        """Of the GPU templates (the largest, when they differ); of one, its own without a generator."""
+        templates = self.gpu_templates
+        if len(templates) == 1:
+            return templates[0][1]
+        return max((gpus for _, gpus in templates), default=0)
 
     @property
     def gpu_pods(self) -> int:
-        """Of the Pods that run at once, the ones that request GPUs."""
-        return sum(t.pods for t, _ in self.gpu_templates)
+        """Of the Pods that run at once, the ones that request GPUs (asked a dozen times a decision, mostly of one
+        GPU template: that one's Pods without a generator)."""
+        templates = self.gpu_templates
+        if len(templates) == 1:
+            return templates[0][0].pods
+        return sum(t.pods for t, _ in templates)
 
     @property
     def total_gpus(self) -> int:
@@ -381,9 +388,11 @@ def resolve(workload: Workload, policy: PolicySet, gpu_resources: list[str], rep
     level_value = annotations.get(keys.topology)
     if out.pool is not None:
         topo = out.pool.topology
+        named = None  # the level the annotation names, looked up once
         if level_value is not None:
             out.level_explicit = True
-            if level_value != "any" and topo.level(level_value) is None:
+            named = topo.level(level_value) if level_value != "any" else None
+            if level_value != "any" and named is None:
                 names = [lv.name for lv in topo.levels] + ["any"]
                 report(UNKNOWN_TOPOLOGY, f'metadata.annotations["{keys.topology}"]',
                        f"pool {out.pool_name} has no topology level {level_value!r}",
@@ -391,7 +400,7 @@ def resolve(workload: Workload, policy: PolicySet, gpu_resources: list[str], rep
                 level_value = None
         chosen = level_value if level_value is not None else topo.default
         out.level_name = chosen
-        out.level = topo.level(chosen) if chosen != "any" else None
+        out.level = None if chosen == "any" else named if level_value is not None else topo.level(chosen)
 
     # datasets (annotation, comma list)
     ds_value = annotations.get(keys.datasets)

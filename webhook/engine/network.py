@@ -18,17 +18,17 @@ a class the policy calls a GPU class is never a NIC class).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from ..grammars.lazydataclass import dataclass
-from ..grammars.nccl import is_transport_variable
+from ..grammars.nccl import TRANSPORT_PREFIXES, TRANSPORT_VARS, is_transport_variable
 from ..policy import PolicySet
 from .clusterview import ClusterView, Presence
 from .demand import claim_kind
 from .dra import TEMPLATE_NAME, claim_spec, device_classes, pod_claims
 from .paths import as_dict, as_list
-from .workloads import PodTemplate
+from .workloads import PodTemplate, env_named
 
 if TYPE_CHECKING:  # types only: the engine runs on cached policy records too (policy.cache)
     from ..policy.models import PoolSpec
@@ -40,6 +40,22 @@ GKE_DEFAULT_INTERFACE = "networking.gke.io/default-interface"
 NETWORK_ANNOTATIONS = (MULTUS_NETWORKS, GKE_INTERFACES, GKE_DEFAULT_INTERFACE)
 OWN_CLAIM_PREFIX = "ta-"  # names trainadmit gives what it adds to a pod spec (volumes, claims)
 POOL_NIC_CLAIM = "trainadmit-rdma"  # the Pod's name for the pool's NIC claim (Pool.spec.rdma.claimTemplate)
+
+# What every NCCL transport variable starts with ("NCCL_"): an env name without it is none, so the many env entries
+# of a container are told apart without a call each (the same answer: the common prefix of every prefix and name).
+def common_start(names: Iterable[str]) -> str:
+    """The longest string every one of ``names`` starts with."""
+    found = sorted(names)
+    if not found:
+        return ""
+    first, last = found[0], found[-1]
+    size = 0
+    while size < min(len(first), len(last)) and first[size] == last[size]:
+        size += 1
+    return first[:size]
+
+
+TRANSPORT_START = common_start([*TRANSPORT_PREFIXES, *TRANSPORT_VARS])
 
 # A pod's ``resourceClaims`` entry -> the DeviceClasses its devices come from (from the ResourceClaimTemplate or
 # ResourceClaim it names), or None when that object is not known here.
@@ -92,15 +108,21 @@ def brought_by(template: PodTemplate, policy: PolicySet, pool: PoolSpec | None,
     pool_networks = ",".join(pool.rdma.networks) if pool is not None and pool.rdma is not None else None
     devices: dict[str, None] = {}
     nccl: dict[str, None] = {}
+    nic: dict[str, bool] = {}  # resource name -> a NIC of the policy's; containers repeat names (cpu, memory)
+    start = TRANSPORT_START
     for ref in template.all_containers:
         resources = as_dict(ref.body.get("resources"))
         for section in ("limits", "requests"):
             for name in as_dict(resources.get(section)):
-                if isinstance(name, str) and name not in ours and policy.is_nic_resource(name):
+                if not isinstance(name, str) or name in ours:
+                    continue
+                found = nic.get(name)
+                if found is None:
+                    found = nic[name] = policy.is_nic_resource(name)
+                if found:
                     devices[f"{name} (container {ref.name})"] = None
-        for entry in as_list(ref.body.get("env")):
-            name = as_dict(entry).get("name")
-            if isinstance(name, str) and is_transport_variable(name):
+        for _, _, name in env_named(ref.body.get("env"), start):
+            if is_transport_variable(name):
                 nccl[name] = None
     pool_claim = pool.rdma.claimTemplate if pool is not None and pool.rdma is not None else None
     claims = []

@@ -14,6 +14,26 @@ from typing import Any
 
 from .paths import Path, get_path, pointer
 
+_POINTER_TEXT: dict[Path, str] = {}
+_POINTER_TEXT_LIMIT = 4096
+
+
+def _pointer(path: Path) -> str:
+    """``pointer(path)``, memoized for a path of str keys and int indices only: the operations a Patcher records
+    write a few dozen distinct paths, and escaping each token cost more than the rest of a write. A path
+    holding anything else (a bool, equal to an int and so the same key, but written ``True``) is never
+    looked up: its pointer is made each time."""
+    for part in path:
+        kind = type(part)
+        if kind is not str and kind is not int:
+            return pointer(path)
+    text = _POINTER_TEXT.get(path)
+    if text is None:
+        if len(_POINTER_TEXT) >= _POINTER_TEXT_LIMIT:
+            _POINTER_TEXT.clear()
+        text = _POINTER_TEXT[path] = pointer(path)
+    return text
+
 
 def _build(rest: Path, value: Any) -> Any:
     """Nested maps for the missing tail of a path, with ``value`` at the end."""
@@ -73,7 +93,7 @@ class Patcher:
 
     def _record(self, op: str, path: Path, value: Any) -> None:
         if self.record:
-            self.ops.append({"op": op, "path": pointer(path), "value": value})
+            self.ops.append({"op": op, "path": _pointer(path), "value": value})
 
     def set(self, path: Path, value: Any) -> bool:
         """Make ``path`` hold ``value``, creating missing maps. Returns True when something changed."""
@@ -156,7 +176,7 @@ class Patcher:
             return
         parent = self._walk_owned(list_path)
         if self.record:
-            self.ops.append({"op": "add", "path": pointer(list_path) + "/-", "value": value})
+            self.ops.append({"op": "add", "path": _pointer(list_path) + "/-", "value": value})
         parent.append(_deep_owned(value, self._owned))
 
     def _walk_owned(self, path: Path) -> Any:
@@ -175,15 +195,36 @@ class Patcher:
 
 def _deep_owned(value: Any, owned: set[int]) -> Any:
     """Copy a value we insert, so that later edits of the document never reach into the recorded
-    operation (or into caller or policy data); the copies are ours to edit in place."""
+    operation (or into caller or policy data); the copies are ours to edit in place.
+
+    Only the copy's own id is registered in ``owned``: a map or list nested in it is not, so a later write
+    under one copies it once more (``_own``, or replay's walk), as it copies any container not yet ours.
+    Which containers are registered decides what is copied again, never what is written; registering every
+    nested container cost a set insertion each (30k values, 39k containers over 1,000 Jobs) for writes under
+    them that do not happen there (the walks copied 12,380 containers with and without it)."""
     cls = type(value)
-    if cls is dict:
-        out: Any = {k: (_deep_owned(v, owned) if type(v) in (dict, list) else v) for k, v in value.items()}
-    elif cls is list:
-        out = [(_deep_owned(v, owned) if type(v) in (dict, list) else v) for v in value]
-    else:
-        return value
-    owned.add(id(out))
+    if cls is dict or cls is list:
+        out = _copy(value)
+        owned.add(id(out))
+        return out
+    return value
+
+
+def _copy(value: dict | list) -> Any:
+    """A deep copy of a plain dict or list (JSON-shaped: what is not a plain dict or list in it is kept as it
+    is, as a scalar is), built member by member: a loop, not a comprehension (a function call each in
+    Python 3.11). Not ``value.copy()`` and then the container members: as fast, but with it a decision left
+    5-11 bytes more than counted (``retained`` of tests/engine/test_cel_kept.py, in 4 of 6 runs; 0 built this way)."""
+    if type(value) is dict:
+        out: Any = {}
+        for key, item in value.items():
+            kind = type(item)
+            out[key] = _copy(item) if kind is dict or kind is list else item
+        return out
+    out = []
+    for item in value:
+        kind = type(item)
+        out.append(_copy(item) if kind is dict or kind is list else item)
     return out
 
 
@@ -192,13 +233,18 @@ class UndeclaredWrite(RuntimeError):
     concern does not declare reading (``Concern.reads``), so it could not see what was there."""
 
 
-_POINTERS: dict[str, tuple[tuple[str, ...], bool]] = {}
+_Tokens = tuple[tuple[str, ...], bool, tuple[str, ...], int, tuple[tuple[tuple[str, ...], int], ...]]
+_POINTERS: dict[str, _Tokens] = {}
 _POINTERS_LIMIT = 4096
 
 
-def _tokens(pointer: str) -> tuple[tuple[str, ...], bool]:
-    """A JSON pointer's unescaped tokens, and whether it ends in ``-`` (an append; the ``-`` left out).
-    Memoized: a run's patches write a few dozen distinct paths (22 over bench/check.py's 1,000 Jobs)."""
+def _tokens(pointer: str) -> _Tokens:
+    """A JSON pointer's unescaped tokens, whether it ends in ``-`` (an append; the ``-`` left out), the tokens of
+    the container written into (the list appended to, or the parent of the member written) and how many tokens
+    lead to a container the write goes through (all for an append, but the last for a write of a member), and
+    the tokens of each container above the one written into with their count, the deepest first (where replay
+    looks for one a walk ended on). Memoized: a run's patches write a few dozen distinct paths (22 over
+    bench/check.py's 1,000 Jobs)."""
     hit = _POINTERS.get(pointer)
     if hit is None:
         tokens = [t.replace("~1", "/").replace("~0", "~") for t in pointer.split("/")[1:]]
@@ -207,7 +253,10 @@ def _tokens(pointer: str) -> tuple[tuple[str, ...], bool]:
             tokens.pop()
         if len(_POINTERS) >= _POINTERS_LIMIT:
             _POINTERS.clear()
-        hit = _POINTERS[pointer] = (tuple(tokens), append)
+        whole = tuple(tokens)
+        into = whole if append else whole[:-1]
+        hit = _POINTERS[pointer] = (whole, append, into, len(whole) if append else len(whole) - 1,
+                                    tuple((into[:n], n) for n in range(len(into) - 1, 0, -1)))
     return hit
 
 
@@ -221,59 +270,182 @@ def replay(obj: dict, ops: list[dict]) -> dict:
     Each operation walks the document once, copying the maps and lists on its path that are not yet this
     replay's (``_owned``), and writes in place; only an operation whose path meets a missing parent, a null, a
     scalar or a dict/list subclass goes through ``Patcher.set``/``append``, whose result it is by construction
-    (the same copies, the same comparisons, the same errors). Replayed values are copied (``_deep_owned``), never
-    shared with the patch: a value the patch holds twice (one toleration given to two templates) would otherwise
-    be one object met twice in the document, which YAML writes as an anchor and an alias."""
+    (the same copies, the same comparisons, the same errors). An operation under the parent a fast walk ended on
+    starts there (``walked``: most of a patch appends to or writes into a few containers of each template), and
+    any other walk at the deepest such container above its parent (the template's pod spec, a container).
+    Replayed values are copied (``_copy``), never shared with the patch: a value the patch holds twice (one
+    toleration given to two templates) would otherwise be one object met twice in the document, which YAML writes
+    as an anchor and an alias."""
     patcher = Patcher(obj, record=False)
     doc, owned = patcher.doc, patcher._owned
+    # The container each fast walk ended on (the list appended to, or the parent of the member written), by its
+    # tokens: ours, a plain dict or list, and still the one at that path, since nothing is replaced above it but
+    # by a write of a container at or above it (which drops the entries under it) or by a Patcher fallback
+    # (which drops them all). A later operation under the same parent (most of them: several env entries,
+    # tolerations, volumes of one template) starts there instead of walking from the root.
+    walked: dict[tuple[str, ...], Any] = {}
     for op in ops:
         path = op["path"]
-        tokens, append = _tokens(path)
-        hold = len(tokens) if append else len(tokens) - 1  # the parents, and the list appended to, become ours
-        parts: list[str | int] = []
-        parent: Any = None
-        cur: Any = doc
-        fast = True  # every container on the path so far a plain dict or list, and ours up to ``hold``
-        for depth, token in enumerate(tokens):  # list indices are numbers in a path, keys otherwise
-            kind = type(cur)
-            if kind is list:
-                part: str | int = int(token)
-                child = cur[part]
-            elif kind is dict:
-                part = token
-                child = cur.get(part)
-            else:
-                part, child, fast = token, None, False
-            if fast and depth < hold:
-                ckind = type(child)
-                if ckind is dict or ckind is list:
-                    if id(child) not in owned:
-                        child = dict(child) if ckind is dict else list(child)
-                        cur[part] = child
-                        owned.add(id(child))
-                else:
-                    fast = False
-            parts.append(part)
-            parent, cur = cur, child
+        # the parents, and the list appended to, become ours (``hold`` tokens): see _tokens
+        tokens, append, into, hold, above = _POINTERS.get(path) or _tokens(path)
         value = op["value"]
-        if append:
-            if fast and type(cur) is list:
-                cur.append(_deep_owned(value, owned))
+        held = walked.get(into) if tokens else None
+        if held is not None:
+            if append:  # the list is ours (it is only cached as one)
+                kind = type(value)
+                if kind is dict or kind is list:
+                    value = _copy(value)
+                    owned.add(id(value))
+                held.append(value)
+                continue
+            token = tokens[-1]
+            if type(held) is list:
+                last: str | int = int(token)
+                child = held[last]
             else:
-                patcher._containers = {(): doc}  # the walks above cache nothing: start from the root
-                patcher.append(tuple(parts), value)
+                last = token
+                child = held.get(last)
+            if op["op"] == "add" and child is not None:
+                raise UndeclaredWrite(f"the patch adds {path}, which the object already has: the concern that "
+                                      "wrote it must declare reading it (Concern.reads)")
+            if type(held) is dict and last in held and held[last] == value:
+                continue
+            if type(held) is list and held[last] == value:
+                continue
+            if type(child) is dict or type(child) is list:
+                if type(last) is int and (last < 0 or str(last) != token):
+                    walked.clear()  # the entries under it are keyed by its other spelling
+                else:
+                    _drop_under(walked, tokens)
+            kind = type(value)
+            if kind is dict or kind is list:
+                value = _copy(value)
+                owned.add(id(value))
+            held[last] = value
             continue
-        if op["op"] == "add" and cur is not None:
-            raise UndeclaredWrite(f"the patch adds {path}, which the object already has: the concern that wrote it "
-                                  "must declare reading it (Concern.reads)")
-        if fast and tokens:  # the parent is ours, a dict or a list holding the index (the walk read it)
-            last = parts[-1]
+        # the walk: the ``hold`` containers on the path made ours, each a plain dict or list (else the generic walk)
+        cur: Any = doc
+        named = True  # every list index on the path written as ``pointer`` writes it (no "-1", no "01")
+        depth = 0
+        # start at the deepest container above the parent that a walk ended on: it and all above it are ours and
+        # still on this path (see ``walked``), as a walk from the root would find them, and its path is named
+        for key, length in above:
+            found = walked.get(key)
+            if found is not None:
+                cur, depth = found, length
+                break
+        while depth < hold:
+            token = tokens[depth]
+            kind = type(cur)
+            if kind is dict:
+                part: str | int = token
+                child = cur.get(token)
+            elif kind is list:
+                part = int(token)
+                child = cur[part]
+                if named and (part < 0 or str(part) != token):
+                    named = False  # another spelling of an index would be another key of ``walked``
+            else:
+                break
+            kind = type(child)
+            if kind is dict or kind is list:
+                if id(child) not in owned:
+                    child = dict(child) if kind is dict else list(child)
+                    cur[part] = child
+                    owned.add(id(child))
+            else:
+                break
+            cur = child
+            depth += 1
+        if append:
+            if depth == hold and type(cur) is list:
+                if named:
+                    walked[tokens] = cur
+                kind = type(value)
+                if kind is dict or kind is list:
+                    value = _copy(value)
+                    owned.add(id(value))
+                cur.append(value)
+            else:
+                parts, _ = _walk_rest(doc, tokens, hold, owned)
+                walked.clear()  # the Patcher's walk may replace containers on the path
+                patcher._containers = {(): doc}  # the walks above cache nothing: start from the root
+                patcher.append(parts, value)
+            continue
+        if depth == hold and tokens:  # ``cur``, ours, a plain dict or list, is the parent of the member written
+            parent = cur
+            token = tokens[-1]
+            if type(parent) is list:
+                last = int(token)
+                cur = parent[last]
+                if named and (last < 0 or str(last) != token):
+                    named = False
+            else:
+                last = token
+                cur = parent.get(token)
+            if op["op"] == "add" and cur is not None:
+                raise UndeclaredWrite(f"the patch adds {path}, which the object already has: the concern that "
+                                      "wrote it must declare reading it (Concern.reads)")
+            if named:
+                walked[into] = parent
             if type(parent) is dict and last in parent and parent[last] == value:
                 continue
             if type(parent) is list and parent[last] == value:
                 continue
-            parent[last] = _deep_owned(value, owned)
+            if type(cur) is dict or type(cur) is list:
+                if named:
+                    _drop_under(walked, tokens)
+                else:
+                    walked.clear()  # the entries under it are keyed by another spelling of its path
+            kind = type(value)
+            if kind is dict or kind is list:
+                value = _copy(value)
+                owned.add(id(value))
+            parent[last] = value
             continue
+        parts, cur = _walk_rest(doc, tokens, hold, owned)
+        if op["op"] == "add" and cur is not None:
+            raise UndeclaredWrite(f"the patch adds {path}, which the object already has: the concern that wrote it "
+                                  "must declare reading it (Concern.reads)")
+        walked.clear()
         patcher._containers = {(): doc}
-        patcher.set(tuple(parts), value)
+        patcher.set(parts, value)
     return doc
+
+
+def _walk_rest(doc: dict, tokens: tuple[str, ...], hold: int, owned: set[int]) -> tuple[Path, Any]:
+    """The path (list indices as numbers) and the value at it, for an operation replay hands to the Patcher: a
+    walk from the root that reads what replay's walk read and makes ours, as it does, the containers it would have
+    (its own walk stopped at the first one that is not a plain dict or list; this one goes on reading past it)."""
+    parts: list[str | int] = []
+    cur: Any = doc
+    fast = True  # every container on the path so far a plain dict or list, and ours up to ``hold``
+    for depth, token in enumerate(tokens):  # list indices are numbers in a path, keys otherwise
+        kind = type(cur)
+        if kind is list:
+            part: str | int = int(token)
+            child = cur[part]
+        elif kind is dict:
+            part = token
+            child = cur.get(part)
+        else:
+            part, child, fast = token, None, False
+        if fast and depth < hold:
+            ckind = type(child)
+            if ckind is dict or ckind is list:
+                if id(child) not in owned:
+                    child = dict(child) if ckind is dict else list(child)
+                    cur[part] = child
+                    owned.add(id(child))
+            else:
+                fast = False
+        parts.append(part)
+        cur = child
+    return tuple(parts), cur
+
+
+def _drop_under(walked: dict[tuple[str, ...], Any], tokens: tuple[str, ...]) -> None:
+    """Forget the walked containers at or under ``tokens``, whose container is being replaced."""
+    n = len(tokens)
+    for key in [k for k in walked if len(k) >= n and k[:n] == tokens]:
+        del walked[key]

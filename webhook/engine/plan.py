@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import field, replace
 from enum import StrEnum
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from ..grammars.lazydataclass import dataclass
@@ -44,7 +45,7 @@ from .intent import Resolved
 from .network import Brought, ClaimClasses, brought_by, unknown_claims
 from .paths import Path, as_dict, field_path, get_path
 from .target import Target, choose
-from .workloads import Gang, GangMethod, GroupedGangs, PodTemplate, Workload, capable
+from .workloads import Adapter, Gang, GangMethod, GroupedGangs, PodTemplate, Workload, capable
 
 if TYPE_CHECKING:  # types only: the engine runs on cached policy records too (policy.cache)
     from ..policy.models import TopologyLevel
@@ -223,9 +224,9 @@ def present_gangs(workload: Workload) -> dict[str, str]:
     mechanism id -> where it was seen."""
     w = workload
     found: dict[str, str] = {}
-    for backend, gang in w.adapter.gangs.items():  # the kind's own gang field (a Job's spec.scheduling)
-        if gang.method is GangMethod.spec and gang.path is not None and get_path(w.obj, gang.path) is not None:
-            found.setdefault(backend, field_path(gang.path))
+    for backend, path in _spec_gangs(w.adapter):  # the kind's own gang field (a Job's spec.scheduling)
+        if get_path(w.obj, path) is not None:
+            found.setdefault(backend, field_path(path))
     if VOLCANO_MIN_MEMBER in w.annotations:
         found["volcano"] = f'metadata.annotations["{VOLCANO_MIN_MEMBER}"]'
     for key, backend in OBJECT_LABELS:
@@ -234,30 +235,60 @@ def present_gangs(workload: Workload) -> dict[str, str]:
     if JOBSET_EXCLUSIVE in w.annotations:
         found["jobset-exclusive"] = f'metadata.annotations["{JOBSET_EXCLUSIVE}"]'
     for t in w.templates:
-        labels, annotations = t.pod_meta.get("labels") or {}, t.pod_meta.get("annotations") or {}
-        where = field_path(t.meta_path)
-        group = t.pod_spec.get("schedulingGroup")
-        if group or t.pod_spec.get("workloadRef"):  # ours names the PodGroup after the workload; another, the user's
+        meta, spec = t.pod_meta, t.pod_spec
+        labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
+        group = spec.get("schedulingGroup")
+        if group or spec.get("workloadRef"):  # ours names the PodGroup after the workload; another, the user's
             named = group.get("podGroupName") if isinstance(group, dict) else None
             ours = w.name is not None and named == native_podgroup_name(w.name)
             found.setdefault("native/pod-group" if ours else f"native PodGroup {named or '(workloadRef)'}",
                              field_path((*t.spec_path, "schedulingGroup")))
+        scheduler_name = spec.get("schedulerName")
         for scheduler, backend in SCHEDULER_GANGS:
-            if t.pod_spec.get("schedulerName") == scheduler:
+            if scheduler_name == scheduler:
                 found.setdefault(backend, field_path((*t.spec_path, "schedulerName")))
-        for key, backend in TEMPLATE_LABELS:
-            if isinstance(labels, dict) and key in labels:
-                found.setdefault(backend, f'{where}.labels["{key}"]')
-        for key, backend in TEMPLATE_ANNOTATIONS:
-            if isinstance(annotations, dict) and key in annotations:
-                found.setdefault(backend, f'{where}.annotations["{key}"]')
+        # where (the template's metadata, as a field) is only spelt out for a key that is there
+        if isinstance(labels, dict) and labels:
+            for key, backend in TEMPLATE_LABELS:
+                if key in labels:
+                    found.setdefault(backend, f'{field_path(t.meta_path)}.labels["{key}"]')
+        if isinstance(annotations, dict) and annotations:
+            for key, backend in TEMPLATE_ANNOTATIONS:
+                if key in annotations:
+                    found.setdefault(backend, f'{field_path(t.meta_path)}.annotations["{key}"]')
     return found
+
+
+@lru_cache(maxsize=64)
+def _spec_gangs(adapter: Adapter) -> tuple[tuple[str, Path], ...]:
+    """The backends whose gang the kind writes in a field of its own (``GangMethod.spec``), with that field, in the
+    adapter's order. Adapters are one object per kind and their gang table is the class's, so it is read once."""
+    return tuple((backend, gang.path) for backend, gang in adapter.gangs.items()
+                 if gang.method is GangMethod.spec and gang.path is not None)
+
+
+# (id of the platform, id of the discovery) -> (the platform, the discovery, their target): ``choose`` is a function of
+# the two, both immutable (a frozen policy model or cached record, a frozen ``Discovered``), so one policy on one
+# cluster view gets one target, chosen once rather than per decision. The entry holds both objects, so their ids cannot
+# be reused while it stands, and the identity check makes an equal id of another object a miss. A few entries: a
+# server has one policy generation and one view at a time (a reload or a rediscovery is a new object: a miss).
+_TARGETS: dict[tuple[int, int], tuple[object, object, Target]] = {}
+_TARGETS_KEPT = 8
 
 
 def plan_target(policy: PolicySet, cluster: ClusterView) -> Target:
     """The cluster the decision is for: what ``auto`` chose from the cluster's discovery (or assumed without it),
     what the policy set explicitly, and what of that the cluster cannot honour."""
-    return choose(policy.platform, cluster.discovered())
+    platform, discovered = policy.platform, cluster.discovered()
+    key = (id(platform), id(discovered))
+    found = _TARGETS.get(key)
+    if found is not None and found[0] is platform and found[1] is discovered:
+        return found[2]
+    target = choose(platform, discovered)
+    if len(_TARGETS) >= _TARGETS_KEPT:
+        _TARGETS.clear()
+    _TARGETS[key] = (platform, discovered, target)
+    return target
 
 
 def plan_gang(workload: Workload, resolved: Resolved, target: Target) -> GangPlan:
@@ -363,6 +394,8 @@ def own_topology(workload: Workload, node_label: str, policy: PolicySet) -> str:
             KAI_TOPOLOGY: policy.platform.gang.kaiTopology}
     places = [(None, workload.annotations)] + [(t, as_dict(t.pod_meta.get("annotations"))) for t in workload.templates]
     for template, found in places:
+        if not found:  # no annotations here (most templates): no request
+            continue
         for key in TOPOLOGY_REQUESTS:
             if key in found and found[key] != ours.get(key):
                 where = field_path(template.meta_path) if template is not None else "metadata"
@@ -455,15 +488,18 @@ def plan_scale(workload: Workload, resolved: Resolved) -> Scale:
     """The kind's count fields, as its adapter declares them, with the values the object holds; advice changes
     the template with the most Pods among those that run GPUs (any, when none does)."""
     gpu_roots = {t.root for t, _ in resolved.gpu_templates}
+    obj = workload.obj
     found = []
     for t in workload.templates:
         declared = t.spec.scale
         if declared is None:
             continue
-        found.append((TemplateScale(t.root, tuple(ScaleField(p, get_path(workload.obj, p)) for p in declared.fields),
-                                    tuple(ScaleField(p, get_path(workload.obj, p)) for p in declared.follow), t.pods),
+        found.append((TemplateScale(t.root, tuple([ScaleField(p, get_path(obj, p)) for p in declared.fields]),
+                                    tuple([ScaleField(p, get_path(obj, p)) for p in declared.follow]), t.pods),
                       t.root in gpu_roots))
-    largest = max(range(len(found)), key=lambda i: (found[i][1], found[i][0].pods, -i), default=0)
+    if len(found) < 2:  # one template (a Job's), or none: nothing to choose between
+        return Scale(tuple(t for t, _ in found), 0)
+    largest = max(range(len(found)), key=lambda i: (found[i][1], found[i][0].pods, -i))
     return Scale(tuple(t for t, _ in found), largest)
 
 

@@ -31,6 +31,17 @@ def parse_quantity(value: object) -> Decimal:
         return Decimal(str(value))
     if not isinstance(value, str):
         raise QuantityError(f"{value!r} is not a quantity")
+    return _parse_str(value) if type(value) is str else _parse(value)
+
+
+@lru_cache(maxsize=4096)
+def _parse_str(value: str) -> Decimal:
+    """``_parse``, memoized: a corpus repeats a few quantities ("8", "64Gi") in every container; a Decimal is
+    immutable, and an error is raised again on every call (lru_cache keeps no exceptions)."""
+    return _parse(value)
+
+
+def _parse(value: str) -> Decimal:
     match = _RE.match(value.strip())
     if not match or len(value) > 64:
         raise QuantityError(f"{value!r} is not a quantity")

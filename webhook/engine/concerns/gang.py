@@ -321,11 +321,14 @@ def _queue(ctx: Context, path: Path, crd_default: str | None = None) -> None:
         conflict(ctx, Enforceable.queue, path, current, queue)
 
 
+_COMPACT = json.JSONEncoder(sort_keys=True, separators=(",", ":"))  # json.dumps(..., these options), made once
+
+
 def _companion(ctx: Context, manifest: dict, source: Source) -> None:
     """Record the PodGroup on the workload (label for the reconciler's list, annotation with the object)
     and in the decision. Admission creates nothing: the reconciler does, once the workload exists."""
     keys = ctx.policy.keys
-    compact = json.dumps(manifest, sort_keys=True, separators=(",", ":"))
+    compact = _COMPACT.encode(manifest)
     keep_or_set(ctx, ("metadata", "labels", keys.podgroup), "true", source)
     keep_or_set(ctx, ("metadata", "annotations", keys.podgroup), compact, source)
     full = json.loads(compact)

@@ -50,9 +50,14 @@ def validate(ctx: Context, view: Workload) -> None:
 
 
 def _counts(ctx: Context, view: Workload, template: PodTemplate) -> None:
+    resources = ctx.resolved.gpu_resources
+    if not resources:
+        return
     for ref in template.all_containers:
-        for resource in ctx.resolved.gpu_resources:
+        for resource in resources:
             limit, request, malformed = resource_count(ref.body, resource)
+            if not malformed and (request is None or (limit is not None and request == limit)):
+                continue  # nothing to report (a container without the resource, or equal requests and limits)
             base = (*template.container_path(ref), "resources")
             limits, requests = (*base, "limits", resource), (*base, "requests", resource)
             if malformed:

@@ -13,10 +13,10 @@ from ...grammars.nccl import DEBUGGING_VARS, check_nccl_value, is_transport_vari
 from ...policy.vocab import Action, Enforceable
 from ..concern import Concern
 from ..context import Context
-from ..decision import Source
+from ..decision import Source, shared_source
 from ..reads import Reads
 from ..rule import rule
-from ..workloads import PodTemplate, Workload
+from ..workloads import PodTemplate, Workload, env_named
 from .enforced import conflict
 
 SYNTAX = rule("nccl.syntax", Action.deny, "an NCCL value outside NCCL's documented grammar")
@@ -36,15 +36,18 @@ def mutate(ctx: Context) -> None:
 
 
 def _inject(ctx: Context, wanted: dict[str, str], template: PodTemplate) -> None:
+    pool = ctx.resolved.pool_name or ""
     for ref in ctx.gpu_containers(template):
         env_path = (*template.container_path(ref), "env")
         env = ctx.patcher.get(env_path) or []
-        index = {e.get("name"): i for i, e in enumerate(env) if isinstance(e, dict)}
+        # the last entry of each wanted name (the user's value the container ends up with); others are not looked up
+        index = {name: i for i, e in enumerate(env) if isinstance(e, dict) and (name := e.get("name")) in wanted}
         missing: list[tuple[object, Source]] = []
         for name, value in wanted.items():
             found = index.get(name)
             if found is None:
-                missing.append(({"name": name, "value": value}, ctx.pool_source("spec", "nccl", "env", name)))
+                source = shared_source("Pool", pool, ("spec", "nccl", "env", name))
+                missing.append(({"name": name, "value": value}, source))
                 continue
             entry = env[found]
             if entry.get("value") == value and "valueFrom" not in entry:
@@ -63,14 +66,9 @@ def validate(ctx: Context, view: Workload) -> None:
 
 def _check(ctx: Context, pool_env: dict[str, str], template: PodTemplate) -> None:
     for ref in template.all_containers:
-        env = ref.body.get("env")
-        if not isinstance(env, list):
-            continue
-        for i, entry in enumerate(env):
-            if not isinstance(entry, dict):
-                continue
-            name, value = entry.get("name"), entry.get("value")
-            if not isinstance(name, str) or not name.startswith("NCCL_") or not isinstance(value, str):
+        for i, entry, name in env_named(ref.body.get("env"), "NCCL_"):
+            value = entry.get("value")
+            if not isinstance(value, str):
                 continue
             if pool_env.get(name) == value:
                 continue  # the pool's own values were checked when the policy loaded

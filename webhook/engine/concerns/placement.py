@@ -9,6 +9,7 @@ from __future__ import annotations
 from ...policy.vocab import Action, Enforceable
 from ..concern import Concern
 from ..context import Context
+from ..decision import shared_source
 from ..paths import as_dict, as_list, field_path
 from ..reads import Reads
 from ..rule import rule
@@ -34,11 +35,14 @@ def mutate(ctx: Context) -> None:
 
 
 def _place(ctx: Context, pool, template: PodTemplate) -> None:
-    selector_source = ctx.pool_source("spec", "nodeSelector")
+    name = ctx.resolved.pool_name or ""
+    selector_source = shared_source("Pool", name, ("spec", "nodeSelector"))
     selector_path = (*template.spec_path, "nodeSelector")
+    whole = False
     if not ctx.patcher.get(selector_path) and pool.nodeSelector:  # absent: the whole map in one operation
-        ctx.inject(selector_path, dict(pool.nodeSelector), "placement", selector_source)
-    for key, value in pool.nodeSelector.items():
+        whole = ctx.inject(selector_path, dict(pool.nodeSelector), "placement", selector_source)
+    # once the whole map went in, every key holds the pool's value: setting each again changes nothing
+    for key, value in () if whole else pool.nodeSelector.items():
         path = (*template.spec_path, "nodeSelector", key)
         current = ctx.patcher.get(path)
         if current is None or current == value:
@@ -54,7 +58,7 @@ def _place(ctx: Context, pool, template: PodTemplate) -> None:
         if any(_same_toleration(t, wanted) for t in existing):
             ctx.satisfied("placement")
         else:
-            missing.append((wanted, ctx.pool_source("spec", "tolerations", i)))
+            missing.append((wanted, shared_source("Pool", name, ("spec", "tolerations", i))))
     ctx.inject_extend(tol_path, missing, "placement")
 
 

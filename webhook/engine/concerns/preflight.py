@@ -100,12 +100,19 @@ def _inject(ctx: Context, pool: PoolSpec, template: PodTemplate, gang_size: int)
     ctx.inject_extend((*template.spec_path, "initContainers"), [(container, source)], "preflight")
 
 
-def _env_value(container: dict, name: str) -> str | None:
+def _env_values(container: dict, names: tuple[str, ...]) -> dict[str, str | None]:
+    """For each of ``names``, the value of the container's first entry of that name without ``valueFrom`` (None
+    when that is not a string, or no entry is), in one pass over the env list (a trainer has dozens of entries)."""
+    found: dict[str, str | None] = {}
     for entry in as_list(container.get("env")):
-        if isinstance(entry, dict) and entry.get("name") == name and "valueFrom" not in entry:
-            value = entry.get("value")
-            return value if isinstance(value, str) else None
-    return None
+        if isinstance(entry, dict):
+            name = entry.get("name")
+            if name in names and name not in found and "valueFrom" not in entry:
+                value = entry.get("value")
+                found[name] = value if isinstance(value, str) else None
+                if len(found) == len(names):
+                    break
+    return {name: found.get(name) for name in names}
 
 
 def _mount_at(container: dict, path: str) -> dict | None:
@@ -157,10 +164,11 @@ def _expectations(ctx: Context, pool: PoolSpec, template: PodTemplate, spec: dic
         # a generateName workload's gang is told apart by its run label (a Job's controller uid)
         name = workload.name or (workload.generate_name if run_label else None)
         gang_id = f"{ctx.namespace}/{name}" if name else None
+    env = _env_values(trainer, ("NCCL_IB_HCA", "NCCL_SOCKET_IFNAME"))
     expect = Expectations(
         gpus=gpus if vendor else None, gpu_vendor=vendor or "nvidia",
         rdma_link_layer=pool.rdma.linkLayer.value if rdma else None, active_ports=rdma,
-        nccl_ib_hca=_env_value(trainer, "NCCL_IB_HCA"), nccl_socket_ifname=_env_value(trainer, "NCCL_SOCKET_IFNAME"),
+        nccl_ib_hca=env["NCCL_IB_HCA"], nccl_socket_ifname=env["NCCL_SOCKET_IFNAME"],
         shm_size=shm, datasets=tuple(datasets), checkpoint=checkpoint,
         gang_size=gang_size if gang_id else None, gang_id=gang_id, timeout_seconds=pool.preflight.timeoutSeconds)
     for check in pool.preflight.skip:
@@ -191,6 +199,7 @@ def _container(ctx: Context, pool: PoolSpec, trainer: dict, expect: Expectations
     for key in ("runAsUser", "runAsGroup"):  # the checkpoint is written as the trainer writes it
         if isinstance(theirs.get(key), int) and not isinstance(theirs.get(key), bool):
             security[key] = theirs[key]
+    claims = listed_claims(trainer)
     container = {
         "name": CONTAINER_NAME,
         "image": pf.image,
@@ -200,8 +209,7 @@ def _container(ctx: Context, pool: PoolSpec, trainer: dict, expect: Expectations
         "resources": {"limits": {**pf.resources.limits, **devices}, "requests": {**pf.resources.requests, **devices},
                       # the DRA devices the trainer gets (GPUs, the pool's NICs): a claim's devices are shared by the
                       # containers that list it
-                      **({"claims": [{"name": n} for n in sorted(listed_claims(trainer))]}
-                         if listed_claims(trainer) else {})},
+                      **({"claims": [{"name": n} for n in sorted(claims)]} if claims else {})},
         "securityContext": security,
         "terminationMessagePath": TERMINATION_LOG,
         "terminationMessagePolicy": "FallbackToLogsOnError",  # killed before writing: the log's last line

@@ -73,7 +73,8 @@ def budgets(ctx: Context, view: Workload) -> list[Budget]:
     quota = ctx.cluster.gpu_quota(ns, r.gpu_resource) if r.gpu_resource and r.extended_gpus else None
     if quota is not None:  # its used counts this workload's own Pods already: a scale-up needs only the added
         out.append(Budget(quota[0], quota[1], "ResourceQuota", "extended_gpus", "", r.gpu_resource or ""))
-    for device_class in r.gpu_classes[:1] if r.claimed_gpus else ():  # one GPU type per workload
+    # one GPU type per workload; claimed_gpus (a sum over the templates) only when a class is named
+    for device_class in r.gpu_classes[:1] if r.gpu_classes and r.claimed_gpus else ():
         devices = ctx.cluster.device_quota(ns, device_class)
         if devices is not None:
             out.append(Budget(devices[0], devices[1], f"ResourceQuota on {device_class}.deviceclass.resource.k8s.io/"
@@ -135,16 +136,16 @@ def check(ctx: Context, view: Workload, extra_gpus: int | None = None) -> None:
     found = ctx.policy.quota_for(ns)
     if found is not None:
         qname, quota = found
-        where = ctx.plan.scale.path or "spec"  # advice in the kind's own count fields, with values that would pass
+        # advice in the kind's own count fields (``plan.scale.path``, made only for a report), with values that pass
         if quota.maxGPUsPerJob is not None and r.total_gpus > quota.maxGPUsPerJob:
             fit = ctx.size_fit(view)
-            ctx.report(GPUS_PER_JOB, where,
+            ctx.report(GPUS_PER_JOB, ctx.plan.scale.path or "spec",
                        f"requests {r.total_gpus} GPUs ({r.gpu_pods} × {r.gpus_per_pod}); quota {qname} allows "
                        f"{quota.maxGPUsPerJob} per job in namespace {ns}", fit.hint, fit.fix)
         # workers are the Pods that request GPUs: a launcher, head, submitter or initializer is not one
         if quota.maxWorkersPerJob is not None and r.gpu_pods > quota.maxWorkersPerJob:
             fit = ctx.size_fit(view)
-            ctx.report(WORKERS_PER_JOB, where,
+            ctx.report(WORKERS_PER_JOB, ctx.plan.scale.path or "spec",
                        f"runs {r.gpu_pods} workers; quota {qname} allows {quota.maxWorkersPerJob} per job",
                        fit.hint, fit.fix)
         if quota.allowedPools is not None and r.pool_name and r.pool_name not in quota.allowedPools:

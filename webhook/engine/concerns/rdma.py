@@ -16,6 +16,7 @@ from ...grammars.quantity import as_count
 from ...policy.vocab import Action, Enforceable
 from ..concern import Concern
 from ..context import Context
+from ..decision import shared_source
 from ..network import MULTUS_NETWORKS, POOL_NIC_CLAIM, Brought
 from ..paths import as_dict, as_list
 from ..reads import Reads
@@ -59,12 +60,13 @@ NIC_CLAIM = POOL_NIC_CLAIM
 
 def _inject(ctx: Context, rdma, template: PodTemplate) -> None:
     containers = ctx.gpu_containers(template)
+    name = ctx.resolved.pool_name or ""
     if rdma.claimTemplate and containers:
         _nic_claim(ctx, rdma.claimTemplate, template, containers)
     for ref in containers:
         base = template.container_path(ref)
         for resource, count in rdma.resources.items():
-            source = ctx.pool_source("spec", "rdma", "resources", resource)
+            source = shared_source("Pool", name, ("spec", "rdma", "resources", resource))
             for section in ("limits", "requests"):
                 path = (*base, "resources", section, resource)
                 current = ctx.patcher.get(path)
@@ -77,13 +79,14 @@ def _inject(ctx: Context, rdma, template: PodTemplate) -> None:
             if "IPC_LOCK" in (ctx.patcher.get(caps_path) or []):
                 ctx.satisfied("rdma")
             else:
-                ctx.inject_extend(caps_path, [("IPC_LOCK", ctx.pool_source("spec", "rdma", "ipcLock"))], "rdma")
+                source = shared_source("Pool", name, ("spec", "rdma", "ipcLock"))
+                ctx.inject_extend(caps_path, [("IPC_LOCK", source)], "rdma")
     if rdma.networks and containers:
         wanted = ",".join(rdma.networks)
         path = (*template.meta_path, "annotations", MULTUS_NETWORKS)
         current = ctx.patcher.get(path)
         if current is None or current == wanted:
-            ctx.inject(path, wanted, "rdma", ctx.pool_source("spec", "rdma", "networks"))
+            ctx.inject(path, wanted, "rdma", shared_source("Pool", name, ("spec", "rdma", "networks")))
         else:
             conflict(ctx, Enforceable.rdmaNetworks, path, current, wanted)
 

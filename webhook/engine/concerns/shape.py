@@ -71,13 +71,17 @@ class _Checker:
     def list_of_maps(self, value: Any, path: str) -> list[tuple[int, dict]]:
         out = []
         if self.expect(value, list, path, "a list"):
-            for i, item in enumerate(value):
-                if self.expect(item, dict, f"{path}[{i}]", "a map") or item is None:
-                    if isinstance(item, dict):
-                        out.append((i, item))
-                    else:
-                        self.problems.append((f"{path}[{i}]", "must be a map, got null"))
+            for i, item in enumerate(value):  # an item's path is made only for a problem
+                if isinstance(item, dict):
+                    out.append((i, item))
+                else:
+                    self.problems.append((f"{path}[{i}]", f"must be a map, got {_type_name(item)}"))
         return out
+
+    def string(self, value: Any, path: str, suffix: str, index: int = 0) -> None:
+        """``expect(value, str, path + suffix.format(index), "a string")``, the path made only for a problem."""
+        if value is not None and not isinstance(value, str):
+            self.problems.append((path + suffix.format(index), f"must be a string, got {_type_name(value)}"))
 
     def meta(self, value: Any, path: str) -> None:
         if self.expect(value, dict, path, "a map"):
@@ -89,22 +93,27 @@ class _Checker:
                     self.expect(value[key], str, f"{path}.{key}", "a string")
 
     def container(self, c: dict, path: str) -> None:
-        if c.get("name") is not None:
-            self.expect(c["name"], str, f"{path}.name", "a string")
-        self.resources(c.get("resources"), f"{path}.resources")
-        for i, env in self.list_of_maps(c.get("env"), f"{path}.env"):
-            self.expect(env.get("name"), str, f"{path}.env[{i}].name", "a string")
-            if env.get("value") is not None:
-                self.expect(env["value"], str, f"{path}.env[{i}].value", "a string")
-        for i, m in self.list_of_maps(c.get("volumeMounts"), f"{path}.volumeMounts"):
-            self.expect(m.get("mountPath"), str, f"{path}.volumeMounts[{i}].mountPath", "a string")
-            self.expect(m.get("name"), str, f"{path}.volumeMounts[{i}].name", "a string")
-        sc = c.get("securityContext")
-        if self.expect(sc, dict, f"{path}.securityContext", "a map"):
+        self.string(c.get("name"), path, ".name")
+        if c.get("resources") is not None:
+            self.resources(c["resources"], f"{path}.resources")
+        if c.get("env") is not None:
+            for i, env in self.list_of_maps(c["env"], f"{path}.env"):
+                # ``string`` called only when it may find a problem (most entries: a str name and value)
+                name, value = env.get("name"), env.get("value")
+                if name is not None and type(name) is not str:
+                    self.string(name, path, ".env[{}].name", i)
+                if value is not None and type(value) is not str:
+                    self.string(value, path, ".env[{}].value", i)
+        if c.get("volumeMounts") is not None:
+            for i, m in self.list_of_maps(c["volumeMounts"], f"{path}.volumeMounts"):
+                self.string(m.get("mountPath"), path, ".volumeMounts[{}].mountPath", i)
+                self.string(m.get("name"), path, ".volumeMounts[{}].name", i)
+        sc = c.get("securityContext")  # None is no problem: its paths are made only when it is set
+        if sc is not None and self.expect(sc, dict, f"{path}.securityContext", "a map"):
             caps = sc.get("capabilities")
-            if self.expect(caps, dict, f"{path}.securityContext.capabilities", "a map"):
+            if caps is not None and self.expect(caps, dict, f"{path}.securityContext.capabilities", "a map"):
                 add = caps.get("add")
-                if self.expect(add, list, f"{path}.securityContext.capabilities.add", "a list"):
+                if add is not None and self.expect(add, list, f"{path}.securityContext.capabilities.add", "a list"):
                     for i, cap in enumerate(add):
                         self.expect(cap, str, f"{path}.securityContext.capabilities.add[{i}]", "a string")
 
@@ -116,14 +125,13 @@ class _Checker:
         for section in ("limits", "requests"):
             if res.get(section) is not None and self.expect(res[section], dict, f"{path}.{section}", "a map"):
                 for k, v in res[section].items():
-                    at = f'.{section}["{k}"]'
                     if not isinstance(v, str | int | float) or isinstance(v, bool):
-                        self.problems.append((f"{path}{at}", f"must be a quantity, got {_type_name(v)}"))
+                        self.problems.append((f'{path}.{section}["{k}"]', f"must be a quantity, got {_type_name(v)}"))
                         continue
                     try:
                         parse_quantity(v)
                     except QuantityError:
-                        self.problems.append((f"{path}{at}", f"must be a quantity, got {_shown(v)}"))
+                        self.problems.append((f'{path}.{section}["{k}"]', f"must be a quantity, got {_shown(v)}"))
 
     def pod_spec(self, spec: Any, path: str) -> None:
         if not self.expect(spec, dict, path, "a map"):
@@ -132,7 +140,7 @@ class _Checker:
             for i, c in self.list_of_maps(spec.get(group), f"{path}.{group}"):
                 self.container(c, f"{path}.{group}[{i}]")
         for i, v in self.list_of_maps(spec.get("volumes"), f"{path}.volumes"):
-            self.expect(v.get("name"), str, f"{path}.volumes[{i}].name", "a string")
+            self.string(v.get("name"), path, ".volumes[{}].name", i)
         self.list_of_maps(spec.get("tolerations"), f"{path}.tolerations")
         if spec.get("nodeSelector") is not None:
             self.string_map(spec["nodeSelector"], f"{path}.nodeSelector")

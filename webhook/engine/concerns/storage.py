@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 from decimal import Decimal
+from functools import lru_cache
 
 from ...grammars.quantity import QuantityError, format_bytes, parse_quantity
 from ...policy.vocab import Action, Enforceable
@@ -177,6 +178,13 @@ def _memory_limit(ref) -> Decimal | None:
         return None
 
 
+@lru_cache(maxsize=1024)
+def _half(limit: Decimal) -> Decimal:
+    """Half of a memory limit, rounded down to whole MiB: a corpus repeats a few limits ("160Gi") in every Job, and
+    Decimal division is dear. Every use of the answer is numeric (compared, or whole units in ``format_bytes``)."""
+    return (limit / 2 // MIB) * MIB
+
+
 def _shm_size(ctx: Context, template: PodTemplate, containers: list) -> tuple[str | None, Source, str]:
     """The /dev/shm size for ``containers``: the policy's, or half the smallest memory limit among them when
     that is less (rounded down to whole MiB); None (and why) when that is not above the runtime's default."""
@@ -185,8 +193,8 @@ def _shm_size(ctx: Context, template: PodTemplate, containers: list) -> tuple[st
     limits = [(limit, ref) for ref in containers if (limit := _memory_limit(ref)) is not None]
     if not limits:
         return size, source, ""
-    limit, ref = min(limits, key=lambda item: item[0])
-    half = (limit / 2 // MIB) * MIB
+    limit, ref = limits[0] if len(limits) == 1 else min(limits, key=lambda item: item[0])
+    half = _half(limit)
     if half >= parse_quantity(size):
         return size, source, ""
     memory = as_dict(as_dict(ref.body.get("resources")).get("limits")).get("memory")

@@ -110,7 +110,11 @@ def placement_value(ctx: Context, node_label: str) -> str:
     r, w = ctx.resolved, ctx.workload
     value = {"gang": f"{ctx.namespace}/{w.name}" if w.name else "", "size": r.gpu_pods, "key": node_label,
              "level": r.level_name, "pool": dict(sorted((r.pool.nodeSelector if r.pool is not None else {}).items()))}
-    return json.dumps(value, separators=(",", ":"))
+    return _COMPACT.encode(value)
+
+
+# json.dumps(value, separators=(",", ":")) builds this encoder on every call: one, configured the same, encodes the same
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
 
 
 def _placement_gate(ctx: Context, node_label: str, source: Source) -> None:

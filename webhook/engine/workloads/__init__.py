@@ -39,6 +39,7 @@ from .base import (
     UntemplatedPods,
     Workload,
     capable,
+    env_named,
     kube_controller,
     pod_resource_total,
     resource_count,
@@ -101,5 +102,6 @@ __all__ = ["ADAPTERS", "BACKEND_IDS", "BY_KIND", "HANDLED_KINDS", "NATIVE_JOB_SC
            "FieldType", "Follow", "Gang", "GangFields", "GangMethod", "GangShape", "GangShapeProblem",
            "GroupedGangs", "InheritedRef", "InheritedTemplate", "Inheriting", "MountsElsewhere", "OwnMinimums",
            "Owner", "PatchedTemplates", "PodTemplate", "ResourcesOutsideTemplates", "RunLabelled", "Scale",
-           "Skeleton", "TemplateSpec", "UntemplatedPods", "Workload", "adapter_for", "capable", "kube_controller",
+           "Skeleton", "TemplateSpec", "UntemplatedPods", "Workload", "adapter_for", "capable", "env_named",
+           "kube_controller",
            "pod_resource_total", "resource_count", "workload_of"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from functools import cached_property, lru_cache
+from itertools import repeat
 from typing import Any, Protocol, TypeGuard, TypeVar, runtime_checkable
 
 from ...grammars.lazydataclass import dataclass
@@ -383,11 +384,7 @@ class Adapter:
         for spec in self.templates(obj):
             if spec.scale is not None:
                 found.update(dict.fromkeys(spec.scale.all))
-        found.update(dict.fromkeys(self.counts))
-        for gang in self.gangs.values():
-            size = gang.size_path
-            if size is not None and not (len(size) >= 2 and size[-2] in ("labels", "annotations")):
-                found[size] = None
+        found.update(_kind_counts(self))
         return list(found)
 
     def counts_with(self, obj: dict, values: dict[Path, int]) -> dict[Path, int]:
@@ -428,8 +425,12 @@ class Adapter:
         return sum(t.pods for t in templates if t.in_gang)
 
     def gang(self, backend: str) -> Gang:
-        """How this kind joins the backend ``backend`` (an id of BACKEND_IDS)."""
-        return self.gangs.get(backend, Gang(GangMethod.unsupported, reason=f"{self.kind} has no {backend} integration"))
+        """How this kind joins the backend ``backend`` (an id of BACKEND_IDS). The answer for a backend the kind has
+        no integration with is built only then (every plan asks, so no default is built for nothing)."""
+        found = self.gangs.get(backend)
+        if found is not None:
+            return found
+        return Gang(GangMethod.unsupported, reason=f"{self.kind} has no {backend} integration")
 
     def backend_id(self, backend: str, native_mode: str) -> str:
         """The id of the gang this kind joins when the policy's backend is ``backend``: native in the
@@ -438,6 +439,19 @@ class Adapter:
             return backend
         wanted = f"native/{native_mode}"
         return wanted if wanted in self.gangs else NATIVE_POD_GROUP
+
+
+@lru_cache(maxsize=64)
+def _kind_counts(adapter: Adapter) -> dict[Path, None]:
+    """The count fields of a kind that do not depend on the object: its own ``counts``, then the gang sizes its
+    operators read in a spec field (not an annotation), in the gang table's order. Adapters are one object per
+    kind and both are the class's, so they are read once; callers only read the dict."""
+    found: dict[Path, None] = dict.fromkeys(adapter.counts)
+    for gang in adapter.gangs.values():
+        size = gang.size_path
+        if size is not None and not (len(size) >= 2 and size[-2] in ("labels", "annotations")):
+            found[size] = None
+    return found
 
 
 # ---- optional capabilities ---------------------------------------------------------------------------
@@ -612,12 +626,13 @@ class Workload:
     def meta(self) -> dict:
         return as_dict(self.obj.get("metadata"))
 
-    @property
+    # the view's identity is read by many concerns: cached, as the view describes one state of the object
+    @cached_property
     def name(self) -> str | None:
         name = self.meta.get("name")
         return name if isinstance(name, str) and name else None
 
-    @property
+    @cached_property
     def generate_name(self) -> str | None:
         name = self.meta.get("generateName")
         return name if isinstance(name, str) and name else None
@@ -626,7 +641,7 @@ class Workload:
     def display_name(self) -> str:
         return self.name or (f"{self.generate_name}<generated>" if self.generate_name else "<unnamed>")
 
-    @property
+    @cached_property
     def namespace(self) -> str | None:
         ns = self.meta.get("namespace")
         return ns if isinstance(ns, str) and ns else None
@@ -669,6 +684,26 @@ class Workload:
     def gang_size(self) -> int:
         """Pods the operator counts in one gang of the workload."""
         return self.adapter.gang_size(self.obj, [t.spec for t in self.templates])
+
+
+def env_named(env: object, prefix: str) -> list[tuple[int, dict, str]]:
+    """(index, entry, name) of each entry of a container's ``env`` list that is a map whose name is a string starting
+    with ``prefix``, in order. Containers carry dozens of entries and the concerns look for a few prefixes
+    (``NCCL_``), so the names are read in one C-level pass and a list none of whose names holds the prefix anywhere
+    is passed over at once; an entry that is not a map, or a name that is not a string, takes the long way."""
+    if not isinstance(env, list) or not env:
+        return []
+    try:
+        names = list(map(dict.get, env, repeat("name")))
+    except TypeError:  # an entry that is not a map
+        return [(i, e, n) for i, e in enumerate(env)
+                if isinstance(e, dict) and isinstance(n := e.get("name"), str) and n.startswith(prefix)]
+    try:
+        if prefix not in "\0".join(names):  # no name holds it, so none starts with it
+            return []
+    except TypeError:  # a name that is not a string
+        pass
+    return [(i, env[i], n) for i, n in enumerate(names) if isinstance(n, str) and n.startswith(prefix)]
 
 
 def resource_count(container: dict, resource: str) -> tuple[int | None, int | None, bool]:

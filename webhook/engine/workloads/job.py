@@ -13,6 +13,8 @@ parallelism = completions.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from ..backends import KAI_BATCH_MIN_MEMBER, KAI_QUEUE, VOLCANO_MIN_MEMBER, VOLCANO_QUEUE
 from ..paths import Path, as_dict, get_path
 from .base import (
@@ -56,6 +58,13 @@ def completion_mode(obj: dict) -> str:
     return mode if isinstance(mode, str) else "NonIndexed"
 
 
+@lru_cache(maxsize=256)
+def _template(pods: int) -> TemplateSpec:
+    """A Job's one template spec with ``pods`` Pods. Every view of every Job asks for it (several times a decision),
+    and it depends on nothing else: a TemplateSpec is frozen, so one per count is shared."""
+    return TemplateSpec(JOB_TEMPLATE, "worker", pods, True, "spec.template", SCALE)
+
+
 class JobAdapter(Adapter):
     group, versions, kind, plural = "batch", ("v1",), "Job", "jobs"
     operator = "the Job controller"
@@ -85,7 +94,7 @@ class JobAdapter(Adapter):
     controllers = kube_controller("job-controller")  # as the apiserver's audit log shows it
 
     def templates(self, obj: dict) -> list[TemplateSpec]:
-        return [TemplateSpec(JOB_TEMPLATE, "worker", parallelism(obj), True, "spec.template", SCALE)]
+        return [_template(parallelism(obj))]
 
     def template_roots(self, obj: dict) -> list[Path]:
         return [JOB_TEMPLATE]
