@@ -350,9 +350,7 @@ def replay(obj: dict, ops: list[dict]) -> dict:
             kind = type(child)
             if kind is dict or kind is list:
                 if id(child) not in owned:
-                    child = dict(child) if kind is dict else list(child)
-                    cur[part] = child
-                    owned.add(id(child))
+                    child = _owned_copy(cur, part, child, owned)
             else:
                 break
             cur = child
@@ -434,14 +432,21 @@ def _walk_rest(doc: dict, tokens: tuple[str, ...], hold: int, owned: set[int]) -
             ckind = type(child)
             if ckind is dict or ckind is list:
                 if id(child) not in owned:
-                    child = dict(child) if ckind is dict else list(child)
-                    cur[part] = child
-                    owned.add(id(child))
+                    child = _owned_copy(cur, part, child, owned)
             else:
                 fast = False
         parts.append(part)
         cur = child
     return tuple(parts), cur
+
+
+def _owned_copy(parent: Any, part: str | int, child: dict | list, owned: set[int]) -> dict | list:
+    """A walk's copy-on-write step: ``child`` (a plain dict or list not yet the replay's) copied one level, put in
+    its place in ``parent`` and made the replay's, so the walk writes into it in place."""
+    copied: dict | list = dict(child) if type(child) is dict else list(child)
+    parent[part] = copied
+    owned.add(id(copied))
+    return copied
 
 
 def _drop_under(walked: dict[tuple[str, ...], Any], tokens: tuple[str, ...]) -> None:
