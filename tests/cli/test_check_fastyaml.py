@@ -252,8 +252,11 @@ def test_documents_read_from_events_then_nodes_are_pyyamls_each_once(text):
     assert len(mine) == len(theirs)
 
 
-@pytest.mark.parametrize("text", ["a: 1\n---\nb: [1, 2\n---\nc: 3\n", "a: 1\n---\nb: *nowhere\n", "a: 1\n---\n- a\nb: c\n",
-                                  "a: 1\n---\nb: &x 1\nc: &x 2\nd: *x\n"])
+ERROR_AFTER_DOCUMENTS = ["a: 1\n---\nb: [1, 2\n---\nc: 3\n", "a: 1\n---\nb: *nowhere\n", "a: 1\n---\n- a\nb: c\n",
+                         "a: 1\n---\nb: &x 1\nc: &x 2\nd: *x\n"]
+
+
+@pytest.mark.parametrize("text", ERROR_AFTER_DOCUMENTS)
 def test_the_documents_before_an_error_come_first_then_pyyamls_error(text):
     def partial(docs):
         got = []
@@ -295,22 +298,60 @@ def test_between_documents_libyamls_parser_and_emitter_have_pyyamls_event_classe
     assert parser_events_are_pyyamls()
 
 
-def test_documents_read_with_lighter_events_are_the_ones_read_through_nodes():
-    """The light-event reading is the one taken in a process with one thread (`trainadmit check`); with another
-    thread alive (which could be using PyYAML) every document is read through nodes: the same data either way."""
+# Run in a fresh interpreter, which has one thread (a test process may hold others: a server's log readers):
+# every project file read through the lighter events, as `trainadmit check` reads it, against PyYAML.
+_ONE_THREAD = r"""
+import json, sys, threading
+import yaml
+from trainadmit.cli import fastyaml
+assert threading.active_count() == 1
+with fastyaml._light_events() as light:
+    pass
+def typed(value):
+    if isinstance(value, dict):
+        return [[typed(k), typed(v)] for k, v in value.items()]
+    if isinstance(value, list):
+        return [typed(v) for v in value]
+    return [type(value).__name__, repr(value)]
+def read(load, text):  # the documents given before an error, and the error
+    got = []
+    try:
+        for doc in load(text):
+            got.append(typed(doc))
+    except yaml.YAMLError as exc:
+        return got, str(exc)
+    return got, None
+def same(text):
+    return read(fastyaml.load_all, text) == read(lambda t: yaml.load_all(t, Loader=yaml.CSafeLoader), text)
+texts = json.load(sys.stdin)
+different = [path for path in sys.argv[1:] if not same(open(path, encoding="utf-8").read())]
+different += [text for text in texts if not same(text)]
+restored = all(getattr(yaml._yaml, n) is getattr(yaml.events, n) for n in
+               ("ScalarEvent", "MappingStartEvent", "SequenceStartEvent", "MappingEndEvent", "SequenceEndEvent"))
+print(json.dumps({"light": light, "different": different, "restored": restored}))
+"""
+
+
+def test_in_a_process_with_one_thread_every_project_file_reads_through_the_lighter_events_as_pyyaml_reads_it():
+    texts = [*EVENTS_THEN_NODES, *ERROR_AFTER_DOCUMENTS]  # the hand-backs to nodes and the errors, too
+    r = subprocess.run([sys.executable, "-c", _ONE_THREAD, *map(str, FILES)], input=json.dumps(texts),
+                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert got == {"light": True, "different": [], "restored": True}
+
+
+def test_with_another_thread_alive_the_documents_are_read_through_nodes_as_pyyaml_reads_them():
+    """Another thread could be using PyYAML: the parser's classes stay PyYAML's and the text is read through nodes."""
     text = "\n---\n".join(path.read_text() for path in sorted(EXAMPLES.glob("*.yaml"))[:6])
-    with fastyaml._light_events() as light:
-        assert light, "a test process with one thread reads through the lighter events"
-    assert parser_events_are_pyyamls()
-    single = list(fastyaml.load_all(text))
     release = threading.Event()
     other = threading.Thread(target=release.wait)
     other.start()
     try:
         with fastyaml._light_events() as light:
-            assert not light
+            assert not light and parser_events_are_pyyamls()
         threaded = list(fastyaml.load_all(text))
     finally:
         release.set()
         other.join()
-    assert typed(single) == typed(threaded) == typed(list(yaml.load_all(text, Loader=yaml.CSafeLoader)))
+    assert typed(threaded) == typed(list(yaml.load_all(text, Loader=yaml.CSafeLoader)))
