@@ -287,41 +287,14 @@ def replay(obj: dict, ops: list[dict]) -> dict:
     for op in ops:
         path = op["path"]
         # the parents, and the list appended to, become ours (``hold`` tokens): see _tokens
-        tokens, append, into, hold, above = _POINTERS.get(path) or _tokens(path)
+        tokens, append, into, hold, above = _tokens(path)
         value = op["value"]
         held = walked.get(into) if tokens else None
         if held is not None:
             if append:  # the list is ours (it is only cached as one)
-                kind = type(value)
-                if kind is dict or kind is list:
-                    value = _copy(value)
-                    owned.add(id(value))
-                held.append(value)
+                held.append(_deep_owned(value, owned))
                 continue
-            token = tokens[-1]
-            if type(held) is list:
-                last: str | int = int(token)
-                child = held[last]
-            else:
-                last = token
-                child = held.get(last)
-            if op["op"] == "add" and child is not None:
-                raise UndeclaredWrite(f"the patch adds {path}, which the object already has: the concern that "
-                                      "wrote it must declare reading it (Concern.reads)")
-            if type(held) is dict and last in held and held[last] == value:
-                continue
-            if type(held) is list and held[last] == value:
-                continue
-            if type(child) is dict or type(child) is list:
-                if type(last) is int and (last < 0 or str(last) != token):
-                    walked.clear()  # the entries under it are keyed by its other spelling
-                else:
-                    _drop_under(walked, tokens)
-            kind = type(value)
-            if kind is dict or kind is list:
-                value = _copy(value)
-                owned.add(id(value))
-            held[last] = value
+            _write_member(held, tokens, op, value, walked, owned)
             continue
         # the walk: the ``hold`` containers on the path made ours, each a plain dict or list (else the generic walk)
         cur: Any = doc
@@ -359,11 +332,7 @@ def replay(obj: dict, ops: list[dict]) -> dict:
             if depth == hold and type(cur) is list:
                 if named:
                     walked[tokens] = cur
-                kind = type(value)
-                if kind is dict or kind is list:
-                    value = _copy(value)
-                    owned.add(id(value))
-                cur.append(value)
+                cur.append(_deep_owned(value, owned))
             else:
                 parts, _ = _walk_rest(doc, tokens, hold, owned)
                 walked.clear()  # the Patcher's walk may replace containers on the path
@@ -371,44 +340,48 @@ def replay(obj: dict, ops: list[dict]) -> dict:
                 patcher.append(parts, value)
             continue
         if depth == hold and tokens:  # ``cur``, ours, a plain dict or list, is the parent of the member written
-            parent = cur
-            token = tokens[-1]
-            if type(parent) is list:
-                last = int(token)
-                cur = parent[last]
-                if named and (last < 0 or str(last) != token):
-                    named = False
-            else:
-                last = token
-                cur = parent.get(token)
-            if op["op"] == "add" and cur is not None:
-                raise UndeclaredWrite(f"the patch adds {path}, which the object already has: the concern that "
-                                      "wrote it must declare reading it (Concern.reads)")
             if named:
-                walked[into] = parent
-            if type(parent) is dict and last in parent and parent[last] == value:
-                continue
-            if type(parent) is list and parent[last] == value:
-                continue
-            if type(cur) is dict or type(cur) is list:
-                if named:
-                    _drop_under(walked, tokens)
-                else:
-                    walked.clear()  # the entries under it are keyed by another spelling of its path
-            kind = type(value)
-            if kind is dict or kind is list:
-                value = _copy(value)
-                owned.add(id(value))
-            parent[last] = value
+                walked[into] = cur
+            _write_member(cur, tokens, op, value, walked, owned, named)
             continue
         parts, cur = _walk_rest(doc, tokens, hold, owned)
         if op["op"] == "add" and cur is not None:
-            raise UndeclaredWrite(f"the patch adds {path}, which the object already has: the concern that wrote it "
-                                  "must declare reading it (Concern.reads)")
+            raise _undeclared(path)
         walked.clear()
         patcher._containers = {(): doc}
         patcher.set(parts, value)
     return doc
+
+
+def _write_member(parent: Any, tokens: tuple[str, ...], op: dict, value: Any, walked: dict[tuple[str, ...], Any],
+                  owned: set[int], named: bool = True) -> None:
+    """Write ``value`` (a copy of it) as the member the last of ``tokens`` names in ``parent``, ours, a plain dict or a
+    list holding the index: refused as ``UndeclaredWrite`` for an ``add`` of a member there, nothing for a value
+    equal to what is there. A container it replaces takes the walked containers under it along (``walked`` keyed by
+    its path, ``named``: as ``pointer`` spells the path so far; an index spelled otherwise forgets them all)."""
+    token = tokens[-1]
+    if type(parent) is list:
+        last: str | int = int(token)
+        child = parent[last]
+        named = named and last >= 0 and str(last) == token
+    else:
+        last = token
+        child = parent.get(token)
+    if op["op"] == "add" and child is not None:
+        raise _undeclared(op["path"])
+    if (last in parent if type(parent) is dict else True) and child == value:
+        return
+    if type(child) is dict or type(child) is list:
+        if named:
+            _drop_under(walked, tokens)
+        else:
+            walked.clear()  # the entries under it are keyed by another spelling of its path
+    parent[last] = _deep_owned(value, owned)
+
+
+def _undeclared(path: str) -> UndeclaredWrite:
+    return UndeclaredWrite(f"the patch adds {path}, which the object already has: the concern that wrote it must "
+                           "declare reading it (Concern.reads)")
 
 
 def _walk_rest(doc: dict, tokens: tuple[str, ...], hold: int, owned: set[int]) -> tuple[Path, Any]:
