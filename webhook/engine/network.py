@@ -18,11 +18,11 @@ a class the policy calls a GPU class is never a NIC class).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..grammars.lazydataclass import dataclass
-from ..grammars.nccl import TRANSPORT_PREFIXES, TRANSPORT_VARS, is_transport_variable
+from ..grammars.nccl import VARIABLE_PREFIX, is_transport_variable
 from ..policy import PolicySet
 from .clusterview import ClusterView, Presence
 from .demand import claim_kind
@@ -40,22 +40,6 @@ GKE_DEFAULT_INTERFACE = "networking.gke.io/default-interface"
 NETWORK_ANNOTATIONS = (MULTUS_NETWORKS, GKE_INTERFACES, GKE_DEFAULT_INTERFACE)
 OWN_CLAIM_PREFIX = "ta-"  # names trainadmit gives what it adds to a pod spec (volumes, claims)
 POOL_NIC_CLAIM = "trainadmit-rdma"  # the Pod's name for the pool's NIC claim (Pool.spec.rdma.claimTemplate)
-
-# What every NCCL transport variable starts with ("NCCL_"): an env name without it is none, so the many env entries
-# of a container are told apart without a call each (the same answer: the common prefix of every prefix and name).
-def common_start(names: Iterable[str]) -> str:
-    """The longest string every one of ``names`` starts with."""
-    found = sorted(names)
-    if not found:
-        return ""
-    first, last = found[0], found[-1]
-    size = 0
-    while size < min(len(first), len(last)) and first[size] == last[size]:
-        size += 1
-    return first[:size]
-
-
-TRANSPORT_START = common_start([*TRANSPORT_PREFIXES, *TRANSPORT_VARS])
 
 # A pod's ``resourceClaims`` entry -> the DeviceClasses its devices come from (from the ResourceClaimTemplate or
 # ResourceClaim it names), or None when that object is not known here.
@@ -109,7 +93,6 @@ def brought_by(template: PodTemplate, policy: PolicySet, pool: PoolSpec | None,
     devices: dict[str, None] = {}
     nccl: dict[str, None] = {}
     nic: dict[str, bool] = {}  # resource name -> a NIC of the policy's; containers repeat names (cpu, memory)
-    start = TRANSPORT_START
     for ref in template.all_containers:
         resources = as_dict(ref.body.get("resources"))
         for section in ("limits", "requests"):
@@ -121,7 +104,7 @@ def brought_by(template: PodTemplate, policy: PolicySet, pool: PoolSpec | None,
                     found = nic[name] = policy.is_nic_resource(name)
                 if found:
                     devices[f"{name} (container {ref.name})"] = None
-        for _, _, name in env_named(ref.body.get("env"), start):
+        for _, _, name in env_named(ref.body.get("env"), VARIABLE_PREFIX):  # only an NCCL variable can be one
             if is_transport_variable(name):
                 nccl[name] = None
     pool_claim = pool.rdma.claimTemplate if pool is not None and pool.rdma is not None else None

@@ -80,6 +80,7 @@ KNOWN_VARS = SYSTEM_CONFIGURATION_VARS | DEBUGGING_SECTION_VARS
 # InfiniBand/RoCE HCAs and their settings, the sockets' interfaces, cross-NIC rings, GPUDirect RDMA, CollNet and
 # the out-of-band network. A pool's values of these are for the pool's NICs; a pod template that brings its own
 # NICs gets none of them (NCCL_DEBUG and the other tuning variables are not about the network).
+VARIABLE_PREFIX = "NCCL_"  # what every NCCL variable's name starts with, the transport's below too
 TRANSPORT_PREFIXES = ("NCCL_NET", "NCCL_IB_", "NCCL_SOCKET_", "NCCL_OOB_NET_", "NCCL_COLLNET_")
 TRANSPORT_VARS = frozenset({"NCCL_NSOCKS_PERTHREAD", "NCCL_CROSS_NIC"})
 

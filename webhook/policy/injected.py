@@ -14,7 +14,7 @@ NCCL values checked in the same run, and each variable is reported at its own li
 from __future__ import annotations
 
 from ..grammars.lazydataclass import dataclass
-from ..grammars.nccl import DEBUGGING_VARS, KNOWN_VARS, check_nccl_value, closest_known
+from ..grammars.nccl import DEBUGGING_VARS, KNOWN_VARS, VARIABLE_PREFIX, check_nccl_value, closest_known
 
 # kind -> where that kind's injected environment variables are
 INJECTED_ENV = {"Pool": ("spec", "nccl", "env"), "CheckpointClass": ("spec", "env")}
@@ -44,7 +44,7 @@ def injected_value_problems(kind: str, data: dict) -> list[ValueProblem]:
         return []
     out: list[ValueProblem] = []
     for name, value in env.items():
-        if not isinstance(name, str) or not name.startswith("NCCL_"):
+        if not isinstance(name, str) or not name.startswith(VARIABLE_PREFIX):
             continue
         loc = (*where, name)
         if isinstance(value, str):

@@ -9,7 +9,7 @@ pool's NICs, not the ones it brought; the others (``NCCL_DEBUG``…) it still ge
 
 from __future__ import annotations
 
-from ...grammars.nccl import DEBUGGING_VARS, check_nccl_value, is_transport_variable
+from ...grammars.nccl import DEBUGGING_VARS, VARIABLE_PREFIX, check_nccl_value, is_transport_variable
 from ...policy.vocab import Action, Enforceable
 from ..concern import Concern
 from ..context import Context
@@ -66,7 +66,7 @@ def validate(ctx: Context, view: Workload) -> None:
 
 def _check(ctx: Context, pool_env: dict[str, str], template: PodTemplate) -> None:
     for ref in template.all_containers:
-        for i, entry, name in env_named(ref.body.get("env"), "NCCL_"):
+        for i, entry, name in env_named(ref.body.get("env"), VARIABLE_PREFIX):
             value = entry.get("value")
             if not isinstance(value, str):
                 continue

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from enum import StrEnum
 from functools import cached_property, lru_cache
-from itertools import repeat
 from typing import Any, Protocol, TypeGuard, TypeVar, runtime_checkable
 
 from ...grammars.lazydataclass import dataclass
@@ -688,22 +687,11 @@ class Workload:
 
 def env_named(env: object, prefix: str) -> list[tuple[int, dict, str]]:
     """(index, entry, name) of each entry of a container's ``env`` list that is a map whose name is a string starting
-    with ``prefix``, in order. Containers carry dozens of entries and the concerns look for a few prefixes
-    (``NCCL_``), so the names are read in one C-level pass and a list none of whose names holds the prefix anywhere
-    is passed over at once; an entry that is not a map, or a name that is not a string, takes the long way."""
-    if not isinstance(env, list) or not env:
+    with ``prefix`` (``NCCL_``), in order; nothing of a value that is no list."""
+    if not isinstance(env, list):
         return []
-    try:
-        names = list(map(dict.get, env, repeat("name")))
-    except TypeError:  # an entry that is not a map
-        return [(i, e, n) for i, e in enumerate(env)
-                if isinstance(e, dict) and isinstance(n := e.get("name"), str) and n.startswith(prefix)]
-    try:
-        if prefix not in "\0".join(names):  # no name holds it, so none starts with it
-            return []
-    except TypeError:  # a name that is not a string
-        pass
-    return [(i, env[i], n) for i, n in enumerate(names) if isinstance(n, str) and n.startswith(prefix)]
+    return [(i, e, n) for i, e in enumerate(env)
+            if isinstance(e, dict) and isinstance(n := e.get("name"), str) and n.startswith(prefix)]
 
 
 def resource_count(container: dict, resource: str) -> tuple[int | None, int | None, bool]:
