@@ -56,8 +56,8 @@ def _counts(ctx: Context, view: Workload, template: PodTemplate) -> None:
     for ref in template.all_containers:
         for resource in resources:
             limit, request, malformed = resource_count(ref.body, resource)
-            if not malformed and (request is None or (limit is not None and request == limit)):
-                continue  # nothing to report (a container without the resource, or equal requests and limits)
+            if not malformed and (request is None or request == limit):
+                continue  # nothing to report: no request (none of the resource, or a limit alone), or the limit's
             base = (*template.container_path(ref), "resources")
             limits, requests = (*base, "limits", resource), (*base, "requests", resource)
             if malformed:
