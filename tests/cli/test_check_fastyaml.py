@@ -280,24 +280,6 @@ def parser_events_are_pyyamls() -> bool:
     return all(getattr(yaml._yaml, name) is getattr(yaml.events, name) for name in PARSER_EVENTS)
 
 
-def test_between_documents_libyamls_parser_and_emitter_have_pyyamls_event_classes():
-    """While a document is read its parser makes lighter events; when it is given, and after a parse error or a
-    reader that stops early, PyYAML's own event API and its C emitter work as ever (they test events against the
-    same module names)."""
-    text = "a: [1, x]\n---\nb: {c: d}\n---\nlast: 1\n"
-    docs = fastyaml.load_all(text)
-    first = next(docs)
-    assert parser_events_are_pyyamls()
-    assert yaml.dump(first, Dumper=yaml.CSafeDumper) == "a:\n- 1\n- x\n"  # the emitter's isinstance tests
-    events = list(yaml.parse("k: v\n", Loader=yaml.CSafeLoader))
-    assert [type(e).__name__ for e in events][2:5] == ["MappingStartEvent", "ScalarEvent", "ScalarEvent"]
-    docs.close()  # a reader that stops between documents
-    assert parser_events_are_pyyamls()
-    with pytest.raises(yaml.YAMLError):
-        list(fastyaml.load_all("a: 1\n---\nb: [1, 2\n"))
-    assert parser_events_are_pyyamls()
-
-
 # Run in a fresh interpreter, which has one thread (a test process may hold others: a server's log readers):
 # every project file read through the lighter events, as `trainadmit check` reads it, against PyYAML.
 _ONE_THREAD = r"""
@@ -326,19 +308,37 @@ def same(text):
 texts = json.load(sys.stdin)
 different = [path for path in sys.argv[1:] if not same(open(path, encoding="utf-8").read())]
 different += [text for text in texts if not same(text)]
-restored = all(getattr(yaml._yaml, n) is getattr(yaml.events, n) for n in
+def restored():
+    return all(getattr(yaml._yaml, n) is getattr(yaml.events, n) for n in
                ("ScalarEvent", "MappingStartEvent", "SequenceStartEvent", "MappingEndEvent", "SequenceEndEvent"))
-print(json.dumps({"light": light, "different": different, "restored": restored}))
+# between documents, after a reader stops early and after an error: PyYAML's event API and C emitter as ever
+docs = fastyaml.load_all("a: [1, x]\n---\nb: {c: d}\n---\nlast: 1\n")
+first = next(docs)
+between = {"restored": restored(), "dump": yaml.dump(first, Dumper=yaml.CSafeDumper),
+           "events": [type(e).__name__ for e in yaml.parse("k: v\n", Loader=yaml.CSafeLoader)][2:5]}
+docs.close()
+between["restored_after_close"] = restored()
+try:
+    list(fastyaml.load_all("a: 1\n---\nb: [1, 2\n"))
+except yaml.YAMLError:
+    between["error"] = True
+between["restored_after_error"] = restored()
+print(json.dumps({"light": light, "different": different, "restored": restored(), "between": between}))
 """
 
 
 def test_in_a_process_with_one_thread_every_project_file_reads_through_the_lighter_events_as_pyyaml_reads_it():
+    """And between documents, after a reader that stops early and after a parse error, PyYAML's event API and its C
+    emitter see PyYAML's classes (they test events against the same module names)."""
     texts = [*EVENTS_THEN_NODES, *ERROR_AFTER_DOCUMENTS]  # the hand-backs to nodes and the errors, too
     r = subprocess.run([sys.executable, "-c", _ONE_THREAD, *map(str, FILES)], input=json.dumps(texts),
                        capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert r.returncode == 0, r.stderr
     got = json.loads(r.stdout)
-    assert got == {"light": True, "different": [], "restored": True}
+    assert got == {"light": True, "different": [], "restored": True,
+                   "between": {"restored": True, "dump": "a:\n- 1\n- x\n",  # the emitter's isinstance tests
+                               "events": ["MappingStartEvent", "ScalarEvent", "ScalarEvent"],
+                               "restored_after_close": True, "error": True, "restored_after_error": True}}
 
 
 def test_with_another_thread_alive_the_documents_are_read_through_nodes_as_pyyaml_reads_them():
